@@ -1,0 +1,135 @@
+"""The per-row ladder of the streaming GVR kernel: one integer formula set for host and device.
+
+Everything a row decides before its streaming pass (how it is cut into 16-byte vectors, whether
+it is sampled, where the sample sits, which sample ranks become the threshold rungs) is a pure
+function of the row length ``n``, the window misalignment ``lead`` and compile-time parameters.
+The same Python source runs in three places:
+
+- :mod:`gvr_reference.model` (the CPU model of the algorithm) with Python ints,
+- :mod:`gvr_reference.routing` (host-side routing and capacity checks) with Python ints,
+- the CuTe DSL kernels, which call :func:`row_plan` while tracing with ``Int32`` values and a
+  device ``ops`` namespace (``gvr_kernels.ops``).
+
+It therefore uses only ``+ - * // >> <<`` and the three helpers of ``ops`` (``min``, ``max``,
+``select``); no Python ``if`` on a row-dependent value. All products stay below 2**31 for
+``n < 2**26`` (checked by the host router), so int32 device arithmetic is exact.
+
+Exactness never depends on these numbers: they only choose how fast a row finishes
+(see ``docs/kernels.md``, invariant I6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+__all__ = ["LadderParams", "RowPlan", "row_plan", "PY_OPS", "MAX_ROW_LENGTH"]
+
+#: Longest row the int32 ladder arithmetic is exact for (products stay below 2**31).
+MAX_ROW_LENGTH = 1 << 26
+
+#: Host implementation of the ``ops`` namespace.
+PY_OPS = SimpleNamespace(
+    min=min,
+    max=max,
+    select=lambda cond, a, b: a if cond else b,
+)
+
+
+@dataclass(frozen=True)
+class LadderParams:
+    """Compile-time ladder parameters of one kernel configuration.
+
+    Attributes:
+        capacity: survivor staging capacity of the CTA that selects (entries).
+        sample_max: most sampled scores per row (a multiple of 4).
+        aim_mult: the first rung aims at ``aim_mult * k`` survivors.
+        min_hits: sample scores wanted above the first rung (sets the rung's statistical
+            resolution: the survivor count of a rung at sample rank ``j`` has a relative
+            spread of about ``1 / sqrt(j)``).
+        retry_mult: the retry rung sits at sample rank ``retry_mult * j1``.
+    """
+
+    capacity: int
+    sample_max: int = 8192
+    aim_mult: int = 2
+    min_hits: int = 32
+    retry_mult: int = 3
+
+    def __post_init__(self) -> None:
+        if self.sample_max % 4 or self.sample_max < 4:
+            raise ValueError(f"sample_max must be a positive multiple of 4, got {self.sample_max}")
+        if self.capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {self.capacity}")
+        for name in ("aim_mult", "min_hits", "retry_mult"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    def aim(self, k: int) -> int:
+        """Survivors the first rung aims at (host form)."""
+        return k * self.aim_mult
+
+    def max_k(self) -> int:
+        """Largest K for which an unsampled row always fits the staging capacity."""
+        return self.capacity // (2 * self.aim_mult)
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """What one row decides before its streaming pass (see :func:`row_plan`).
+
+    Attributes:
+        nvec: number of whole 16-byte vectors, counted from the 16-byte-aligned address at or
+            below the window start; vector ``v`` holds window positions ``4v - lead + q``.
+        tail_start: first window position not covered by a whole vector (scalar loads).
+        unsampled: the row is short enough to stage every element (threshold key 0).
+        sample_vecs: number of sampled vectors (4 scores each).
+        sample_step: vector stride of the sample; sampled vector ``t`` is ``t * sample_step``.
+        j1: sample rank (from the top, 1-based) of the first rung.
+        j2: sample rank of the retry rung.
+    """
+
+    nvec: Any
+    tail_start: Any
+    unsampled: Any
+    sample_vecs: Any
+    sample_step: Any
+    j1: Any
+    j2: Any
+
+
+def row_plan(n: Any, k: Any, lead: Any, p: LadderParams, ops: Any = PY_OPS) -> RowPlan:
+    """Compute the ladder of one row.
+
+    Args:
+        n: valid row length (scores), ``k < n < MAX_ROW_LENGTH`` for the sampled path.
+        k: top-K size, ``1 <= k <= p.max_k()``.
+        lead: window start modulo 4 (0 for decode rows); the first ``lead`` lanes of vector 0
+            lie before the window and are masked by position.
+        p: compile-time ladder parameters.
+        ops: ``min``/``max``/``select`` for the value type (``PY_OPS`` for Python ints).
+
+    Returns:
+        The :class:`RowPlan`; fields are of the same type as ``n``.
+    """
+    nvec = (lead + n) >> 2
+    tail_start = ops.max(nvec * 4 - lead, 0)
+    aim = k * p.aim_mult
+    unsampled = n <= aim * 2
+    # Sample size: about min_hits scores above the aim rung, within [1024, sample_max].
+    s_target = ops.min(ops.max((n // aim) * p.min_hits, 1024), p.sample_max)
+    sample_vecs = ops.max(ops.min(s_target >> 2, nvec), 1)
+    sample_step = ops.max(nvec // sample_vecs, 1)
+    s = sample_vecs * 4
+    j1 = ops.max((aim * s) // ops.max(n, 1), 1)
+    j2 = ops.min(j1 * p.retry_mult, s)
+    return RowPlan(
+        nvec=nvec,
+        tail_start=tail_start,
+        unsampled=unsampled,
+        sample_vecs=sample_vecs,
+        sample_step=sample_step,
+        j1=j1,
+        j2=j2,
+    )

@@ -1,0 +1,257 @@
+"""CPU model of the streaming GVR kernel: which path each row takes, and why.
+
+The model runs the kernel's decisions on the CPU with the same integer arithmetic
+(:mod:`gvr_reference.ladder` for the per-row ladder, the same key-space radix narrowing for the
+sample rungs and the final selection). It reports per row the path the kernel takes and the
+numbers behind it: the rung keys, the survivor counts, the capacities. Use it to
+
+- tune the ladder (aim, sample size, capacity) without device time,
+- build inputs that force each fallback path, and check that the kernel reports the same path,
+- unit-test the selection rule the kernel emits with (:func:`select_rule`).
+
+Paths (``Path``), in the order the kernel tries them:
+
+``SHORT``
+    ``n <= k``: identity then ``-1``.
+``UNSAMPLED``
+    ``n <= 2 * aim``: every element is staged (threshold key 0) and selected exactly.
+``FIRST``
+    the first rung ``T1`` (sample rank ``j1``) leaves ``k <= count <= capacity`` survivors.
+``RETRY``
+    single-CTA rows only: ``count(T1) < k``; the retry rung ``T2`` (sample rank ``j2``, lower
+    than ``T1``) leaves ``k <= count <= capacity`` survivors after a second pass.
+``RESCUE_UNDERESTIMATE``
+    no rung reached ``k`` survivors: exact radix selection over the whole row.
+``RESCUE_OVERFLOW``
+    a rung left more survivors than the staging capacity: exact radix selection over the whole
+    row, restricted to keys at or above that rung.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from .keys import order_key
+from .ladder import LadderParams, row_plan
+
+__all__ = [
+    "Path",
+    "RowTrace",
+    "ModelConfig",
+    "bitlen",
+    "narrow_threshold",
+    "select_rule",
+    "simulate_row",
+    "simulate_windows",
+]
+
+RADIX_BITS = 8
+NUM_BINS = 1 << RADIX_BITS
+
+
+class Path(enum.IntEnum):
+    """Kernel paths; the values are the codes the kernels write into their debug path log."""
+
+    SHORT = 0
+    UNSAMPLED = 1
+    FIRST = 2
+    RETRY = 3
+    RESCUE_UNDERESTIMATE = 4
+    RESCUE_OVERFLOW = 5
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The compile-time facts of a kernel configuration the model needs.
+
+    Attributes:
+        params: the ladder parameters.
+        parts: CTAs per row (``> 1``: split rows, no retry rung).
+    """
+
+    params: LadderParams
+    parts: int = 1
+
+
+@dataclass(frozen=True)
+class RowTrace:
+    """What the kernel does with one row.
+
+    Attributes:
+        path: the path taken.
+        n: valid row length.
+        t1, count1: first-rung key and its survivor count (``None`` when not reached).
+        t2, count2: retry-rung key and its survivor count (``None`` when not reached).
+        sample_size: sampled scores (0 when unsampled or short).
+        j1, j2: sample ranks of the rungs.
+    """
+
+    path: Path
+    n: int
+    t1: int | None = None
+    count1: int | None = None
+    t2: int | None = None
+    count2: int | None = None
+    sample_size: int = 0
+    j1: int = 0
+    j2: int = 0
+
+
+def bitlen(x: int) -> int:
+    """Number of significant bits of a non-negative integer (``bitlen(0) == 0``)."""
+    return int(x).bit_length()
+
+
+def _level(keys: np.ndarray, lo: int, hi: int) -> tuple[int, np.ndarray]:
+    """One radix level: the shift and the 256-bin histogram of keys in ``[lo, hi]``."""
+    shift = max(bitlen(hi - lo) - RADIX_BITS, 0)
+    inside = keys[(keys >= lo) & (keys <= hi)].astype(np.int64)
+    hist = np.bincount((inside - lo) >> shift, minlength=NUM_BINS)
+    return shift, hist
+
+
+def _crossing(hist: np.ndarray, target: int) -> tuple[int, int]:
+    """Highest bin ``b`` whose suffix count reaches ``target``; returns ``(b, suffix(b + 1))``."""
+    suffix = np.cumsum(hist[::-1])[::-1]
+    reach = np.nonzero(suffix >= target)[0]
+    if reach.size == 0:
+        raise ValueError(f"histogram total {int(suffix[0])} is below the target {target}")
+    b = int(reach[-1])
+    above = int(suffix[b + 1]) if b + 1 < NUM_BINS else 0
+    return b, above
+
+
+def _bin_range(lo: int, hi: int, b: int, shift: int) -> tuple[int, int]:
+    lo_b = lo + (b << shift)
+    hi_b = min(hi, lo_b + (1 << shift) - 1)
+    return lo_b, hi_b
+
+
+def narrow_threshold(keys: np.ndarray, j: int) -> tuple[int, int]:
+    """A rung from a sample: a key ``T`` with ``j <= #(keys >= T) <= 2j`` (or a single key).
+
+    Radix narrowing from the full key range; it stops as soon as the crossing bin's lower edge
+    has at most ``2j`` sample keys at or above it, or the bin is a single key.
+
+    Args:
+        keys: uint32 sample keys.
+        j: target rank from the top, ``1 <= j <= keys.size``.
+
+    Returns:
+        ``(T, count)`` with ``count = #(keys >= T)``.
+    """
+    lo, hi, above = 0, 0xFFFFFFFF, 0
+    while True:
+        shift, hist = _level(keys, lo, hi)
+        b, above_b = _crossing(hist, j - above)
+        lo_b, hi_b = _bin_range(lo, hi, b, shift)
+        reached = above + above_b + int(hist[b])
+        if shift == 0 or reached <= 2 * j:
+            return lo_b, reached
+        above += above_b
+        lo, hi = lo_b, hi_b
+
+
+def select_rule(keys: np.ndarray, k: int, lo: int = 0, hi: int = 0xFFFFFFFF) -> tuple[int, int]:
+    """The kernel's exact selection rule over a candidate set.
+
+    Given candidate keys of which at least ``k`` lie in ``[lo, hi]`` and none above ``hi``,
+    returns ``(thr, need_eq)``: the top-K are every key ``> thr`` plus ``need_eq`` keys equal
+    to ``thr``. ``#(keys > thr) == k - need_eq`` and ``#(keys == thr) >= need_eq``.
+
+    Args:
+        keys: uint32 candidate keys.
+        k: how many to select.
+        lo, hi: the key range known to hold the top-K (``hi`` at or above the maximum).
+
+    Returns:
+        ``(thr, need_eq)``.
+    """
+    need = k
+    while True:
+        shift, hist = _level(keys, lo, hi)
+        b, above_b = _crossing(hist, need)
+        lo_b, hi_b = _bin_range(lo, hi, b, shift)
+        need -= above_b
+        if shift == 0:
+            return lo_b, need
+        if need == int(hist[b]) and lo_b > 0:
+            return lo_b - 1, 0
+        lo, hi = lo_b, hi_b
+
+
+def _sample_keys(keys: np.ndarray, plan, lead: int) -> np.ndarray:
+    """Keys of the sampled vectors; lanes before the window start get key 0."""
+    t = np.arange(plan.sample_vecs, dtype=np.int64) * plan.sample_step
+    pos = (t[:, None] * 4 + np.arange(4)[None, :] - lead).reshape(-1)
+    out = np.zeros(pos.size, dtype=np.uint32)
+    ok = pos >= 0
+    out[ok] = keys[pos[ok]]
+    return out
+
+
+def simulate_row(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) -> RowTrace:
+    """Predict the kernel path of one row.
+
+    Args:
+        values: float32 [n], the row's valid window.
+        k: top-K size.
+        cfg: the kernel configuration.
+        lead: window start modulo 4 (prefill rows); decode rows use 0.
+
+    Returns:
+        The :class:`RowTrace`.
+    """
+    n = int(values.shape[0])
+    if n <= k:
+        return RowTrace(Path.SHORT, n)
+    p = cfg.params
+    plan = row_plan(n, k, lead, p)
+    keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
+    if plan.unsampled:
+        return RowTrace(Path.UNSAMPLED, n, t1=0, count1=n)
+    sample = _sample_keys(keys, plan, lead)
+    t1, _ = narrow_threshold(sample, plan.j1)
+    count1 = int(np.count_nonzero(keys >= t1))
+    common = dict(n=n, t1=t1, count1=count1, sample_size=int(sample.size), j1=plan.j1, j2=plan.j2)
+    if count1 > p.capacity:
+        return RowTrace(Path.RESCUE_OVERFLOW, **common)
+    if count1 >= k:
+        return RowTrace(Path.FIRST, **common)
+    if cfg.parts > 1:
+        return RowTrace(Path.RESCUE_UNDERESTIMATE, **common)
+    t2, _ = narrow_threshold(sample, plan.j2)
+    if t2 >= t1:
+        return RowTrace(Path.RESCUE_UNDERESTIMATE, **common)
+    count2 = int(np.count_nonzero(keys >= t2))
+    common.update(t2=t2, count2=count2)
+    if count2 < k:
+        return RowTrace(Path.RESCUE_UNDERESTIMATE, **common)
+    if count2 > p.capacity:
+        return RowTrace(Path.RESCUE_OVERFLOW, **common)
+    return RowTrace(Path.RETRY, **common)
+
+
+def simulate_windows(
+    logits: np.ndarray, starts: np.ndarray, lengths: np.ndarray, k: int, cfg: ModelConfig
+) -> list[RowTrace]:
+    """Predict the kernel path of every row of a batch.
+
+    Args:
+        logits: float32 [rows, >= width] (any row stride).
+        starts: int [rows], window starts (0 for decode rows).
+        lengths: int [rows], valid lengths.
+        k: top-K size.
+        cfg: the kernel configuration.
+
+    Returns:
+        One :class:`RowTrace` per row.
+    """
+    traces = []
+    for r in range(logits.shape[0]):
+        s, n = int(starts[r]), int(lengths[r])
+        traces.append(simulate_row(logits[r, s : s + n], k, cfg, lead=s & 3))
+    return traces
