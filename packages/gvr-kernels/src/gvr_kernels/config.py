@@ -1,0 +1,123 @@
+"""Compile keys of the kernel families: frozen dataclasses with readable names.
+
+Every field changes the generated code; everything a row can decide for itself (its length,
+its sample, its rungs) is *not* here but computed in-kernel from the row (see
+``gvr_reference.ladder``). How the tunable defaults were chosen: ``docs/kernels.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gvr_reference.ladder import LadderParams
+
+__all__ = ["StreamingConfig", "MODES", "HIST_BINS", "CTL_WORDS", "WS_HEADER_WORDS"]
+
+MODES = ("decode", "prefill", "full")
+HIST_BINS = 256
+CTL_WORDS = 16
+#: Per-row words of the split workspace before the survivor slab: [count, arrivals, pad, pad].
+WS_HEADER_WORDS = 4
+
+
+@dataclass(frozen=True)
+class StreamingConfig:
+    """Compile key of the streaming family (one or several CTAs per row).
+
+    Attributes:
+        mode: where row windows come from: ``"decode"`` (kv_lens, next_n, compress_ratio),
+            ``"prefill"`` (row_starts/row_ends, window-local output) or ``"full"`` (every row is
+            the whole logical width).
+        threads: CTA size.
+        capacity: survivor staging capacity (entries of 8 bytes in shared memory).
+        split: rows may be cut across several CTAs that meet through a global workspace
+            (last-CTA election); when False the launch must use one CTA per row.
+        unroll: 16-byte vectors each thread keeps in flight per tile of the streaming pass.
+        aim_mult: the first rung aims at ``aim_mult * k`` survivors.
+        sample_max: most sampled scores per row (multiple of ``4 * threads``).
+        min_hits: sample scores wanted above the first rung.
+        retry_mult: the retry rung sits at ``retry_mult`` times the first rung's sample rank.
+        with_values: also write the fp32 values of the selection (``-FLT_MAX`` beside ``-1``).
+        deterministic: the K-th value's tie class yields its smallest indices.
+        record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
+            tensor.
+    """
+
+    mode: str = "decode"
+    threads: int = 1024
+    capacity: int = 16384
+    split: bool = False
+    unroll: int = 4
+    aim_mult: int = 2
+    sample_max: int = 8192
+    min_hits: int = 32
+    retry_mult: int = 3
+    with_values: bool = False
+    deterministic: bool = False
+    record_paths: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.threads not in (256, 512, 1024):
+            raise ValueError(f"threads must be 256, 512 or 1024, got {self.threads}")
+        if self.capacity < self.threads or self.capacity % 4:
+            raise ValueError(
+                f"capacity must be a multiple of 4 and >= threads, got {self.capacity}"
+            )
+        if self.sample_max % (4 * self.threads):
+            raise ValueError(
+                f"sample_max must be a multiple of 4 * threads, got {self.sample_max}"
+            )
+        if not 1 <= self.unroll <= 8:
+            raise ValueError(f"unroll must be in [1, 8], got {self.unroll}")
+        self.ladder  # validates the ladder fields
+
+    @property
+    def ladder(self) -> LadderParams:
+        """The ladder parameters this configuration traces into the kernel."""
+        return LadderParams(
+            capacity=self.capacity,
+            sample_max=self.sample_max,
+            aim_mult=self.aim_mult,
+            min_hits=self.min_hits,
+            retry_mult=self.retry_mult,
+        )
+
+    @property
+    def max_k(self) -> int:
+        """Largest K this configuration serves (an unsampled row must fit the staging)."""
+        return min(2048, self.ladder.max_k())
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory per CTA: histogram, control words, sample keys, staging."""
+        return 4 * (HIST_BINS + CTL_WORDS + self.sample_max) + 8 * self.capacity
+
+    @property
+    def workspace_words_per_row(self) -> int:
+        """uint32 words of split workspace one row slot needs (0 when not split)."""
+        return WS_HEADER_WORDS + 2 * self.capacity if self.split else 0
+
+    @property
+    def name(self) -> str:
+        """A short readable name, unique per configuration."""
+        parts = [
+            "streaming",
+            self.mode,
+            f"t{self.threads}",
+            f"c{self.capacity}",
+            "split" if self.split else "single",
+            f"u{self.unroll}",
+            f"a{self.aim_mult}",
+            f"s{self.sample_max}",
+        ]
+        if (self.min_hits, self.retry_mult) != (32, 3):
+            parts.append(f"h{self.min_hits}r{self.retry_mult}")
+        if self.with_values:
+            parts.append("values")
+        if self.deterministic:
+            parts.append("det")
+        if self.record_paths:
+            parts.append("paths")
+        return "_".join(parts)

@@ -1,0 +1,48 @@
+"""Global-memory access helpers with pinned instruction shapes.
+
+The streaming pass reads each score once with 16-byte read-only loads that do not allocate in
+L1 (``ld.global.nc.L1::no_allocate.v4``); spelling the instruction in PTX keeps the load shape
+fixed across DSL versions (a compiler rewrite of 128-bit loads into 64-bit pairs once cost
+spills upstream). Workspace traffic between CTAs uses L2-coherent ``.cg`` loads.
+"""
+
+from __future__ import annotations
+
+import cutlass.cute as cute
+from cutlass import Uint32
+
+
+@cute.jit
+def load_vec4(ptr: cute.Pointer):
+    """Four consecutive fp32 scores as raw uint32 bits from a 16-byte-aligned global address."""
+    return cute.arch.inline_ptx(
+        "ld.global.nc.L1::no_allocate.v4.u32 { {$w0}, {$w1}, {$w2}, {$w3} }, [{$r0}];",
+        write_only_types=[Uint32, Uint32, Uint32, Uint32],
+        read_only_args=[ptr],
+    )
+
+
+@cute.jit
+def load_scalar(ptr: cute.Pointer) -> Uint32:
+    """One fp32 score as raw uint32 bits (read-only path)."""
+    return cute.arch.inline_ptx(
+        "ld.global.nc.u32 {$w0}, [{$r0}];",
+        write_only_types=[Uint32],
+        read_only_args=[ptr],
+    )
+
+
+@cute.jit
+def load_coherent(ptr: cute.Pointer) -> Uint32:
+    """One uint32 from global memory through L2 (``.cg``), for data other CTAs wrote."""
+    return cute.arch.inline_ptx(
+        "ld.global.cg.u32 {$w0}, [{$r0}];",
+        write_only_types=[Uint32],
+        read_only_args=[ptr],
+    )
+
+
+@cute.jit
+def store_u32(ptr: cute.Pointer, value: Uint32):
+    """Store raw 32 bits to global memory (used for fp32 values given as bits)."""
+    cute.arch.inline_ptx("st.global.u32 [{$r0}], {$r1};", read_only_args=[ptr, value])
