@@ -1,0 +1,175 @@
+"""Device-side helpers for testing the kernels at scale (needs torch with CUDA).
+
+:func:`check_windows` is an exact checker that runs on the GPU: it maps scores to the same
+canonical order keys as ``gvr_reference.keys.order_key`` (as int64), takes ``torch.topk`` of
+the *keys* (an integer top-K, exact by construction) and compares sorted key multisets, plus
+uniqueness, window bounds, ``-1`` padding and the values output. It is the fast screen for
+large sweeps; the test suites also run the CPU validator of ``gvr_reference`` on every row.
+
+:func:`families` builds adversarial rows directly on the device.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["order_key_torch", "check_windows", "families", "FAMILY_NAMES", "poison_beyond"]
+
+FAMILY_NAMES = (
+    "gaussian",
+    "dsa_like",
+    "quantized",
+    "two_valued",
+    "constant",
+    "pos_inf",
+    "many_pos_inf",
+    "neg_inf",
+    "nan",
+    "denormals",
+    "signed_zero",
+    "hidden_peaks",
+    "position_skew",
+    "near_flt_max",
+)
+
+POISON = 3.0e38
+
+
+def order_key_torch(x):
+    """int64 order keys (canonical NaN, one key for both zeros) of a float32 tensor."""
+    import torch
+
+    u = x.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    neg = (u >> 31) == 1
+    key = torch.where(neg, u ^ 0xFFFFFFFF, u ^ 0x80000000)
+    key = torch.where(torch.isnan(x), torch.full_like(key, 0xFFFFFFFF), key)
+    key = torch.where(u == 0x80000000, torch.full_like(key, 0x80000000), key)
+    return key
+
+
+def _window_keys(logits, starts, lengths, wmax):
+    import torch
+
+    rows = logits.shape[0]
+    pos = torch.arange(wmax, device=logits.device)
+    cols = (starts[:, None].to(torch.int64) + pos[None, :]).clamp(max=logits.shape[1] - 1)
+    vals = torch.gather(logits, 1, cols)
+    keys = order_key_torch(vals)
+    inside = pos[None, :] < lengths[:, None].to(torch.int64)
+    return torch.where(inside, keys, torch.full_like(keys, -1)), vals, inside, rows
+
+
+def check_windows(logits, starts, lengths, k, out, values=None):
+    """Exact check of a top-K result on the GPU.
+
+    Args:
+        logits: float32 (rows, >= width) CUDA tensor (any row stride).
+        starts: int (rows,) window starts (0 for decode rows).
+        lengths: int (rows,) valid lengths.
+        k: top-K size.
+        out: int32 (rows, k) indices in the window-local frame.
+        values: optional float32 (rows, k) values output.
+
+    Returns:
+        A bool CUDA tensor (rows,): True where the row is exact.
+    """
+    import torch
+
+    lengths = lengths.to(torch.int64)
+    wmax = max(int(lengths.max().item()) if lengths.numel() else 0, k, 1)
+    keys, vals, inside, rows = _window_keys(logits, starts, lengths, wmax)
+    expect = torch.topk(keys, k, dim=1).values  # sorted descending; -1 pads short rows
+    o = out.to(torch.int64)
+    m = torch.minimum(lengths, torch.full_like(lengths, k))
+    slot = torch.arange(k, device=out.device)[None, :]
+    due = slot < m[:, None]
+    in_window = (o >= 0) & (o < lengths[:, None])
+    ok = torch.where(due, in_window, o == -1).all(dim=1)
+    gathered = torch.gather(keys, 1, o.clamp(min=0, max=wmax - 1))
+    gathered = torch.where(in_window, gathered, torch.full_like(gathered, -1))
+    ok &= (torch.sort(gathered, dim=1, descending=True).values == expect).all(dim=1)
+    srt = torch.sort(torch.where(in_window, o, torch.full_like(o, -1)), dim=1).values
+    dup = (srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)
+    ok &= ~dup.any(dim=1)
+    if values is not None:
+        got = values.contiguous().view(torch.int32)
+        ref = torch.gather(vals, 1, o.clamp(min=0, max=wmax - 1)).contiguous().view(torch.int32)
+        pad = torch.full_like(ref, -8388609)  # bits 0xFF7FFFFF: -FLT_MAX
+        ok &= (got == torch.where(in_window, ref, pad)).all(dim=1)
+    return ok
+
+
+def poison_beyond(logits, starts, lengths):
+    """Write ``+3e38`` everywhere outside each row's window (in place)."""
+    import torch
+
+    pos = torch.arange(logits.shape[1], device=logits.device)[None, :]
+    s = starts.to(torch.int64)[:, None]
+    e = s + lengths.to(torch.int64)[:, None]
+    logits.masked_fill_((pos < s) | (pos >= e), POISON)
+
+
+def families(name, rows, width, k, generator):
+    """float32 (rows, width) CUDA rows of a named adversarial family.
+
+    Args:
+        name: one of :data:`FAMILY_NAMES`.
+        rows, width: shape.
+        k: the K the rows are built against (tie classes and +inf counts relate to it).
+        generator: a seeded ``torch.Generator`` on the CUDA device.
+    """
+    import torch
+
+    dev = generator.device
+    g = generator
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, device=dev, dtype=torch.float32)
+
+    def rand(*shape):
+        return torch.rand(*shape, generator=g, device=dev, dtype=torch.float32)
+
+    x = randn(rows, width)
+    if name == "gaussian":
+        return x
+    if name == "dsa_like":
+        q = randn(rows, 4, 16)
+        kk = randn(width, 16)
+        w = rand(rows, 4) - 0.3
+        return torch.einsum("rh,rhw->rw", w, torch.relu(torch.einsum("rhd,wd->rhw", q, kk)))
+    if name == "quantized":
+        return torch.round(x * 4) / 4
+    if name == "two_valued":
+        return torch.where(rand(rows, width) < 0.5, 1.0, 2.0).to(torch.float32)
+    if name == "constant":
+        return torch.full((rows, width), 0.5, device=dev)
+    if name == "pos_inf":
+        return torch.where(rand(rows, width) < 0.002, math.inf, x)
+    if name == "many_pos_inf":
+        frac = min(1.0, 2.0 * k / max(width, 1))
+        return torch.where(rand(rows, width) < frac, math.inf, x)
+    if name == "neg_inf":
+        y = torch.where(rand(rows, width) < 0.7, -math.inf, x)
+        y[:, -1] = -math.inf
+        return y
+    if name == "nan":
+        return torch.where(rand(rows, width) < 0.01, math.nan, x)
+    if name == "denormals":
+        return x * 1e-40
+    if name == "signed_zero":
+        z = torch.where(rand(rows, width) < 0.5, 0.0, -0.0).to(torch.float32)
+        return torch.where(rand(rows, width) < 0.9, z, x)
+    if name == "hidden_peaks":
+        y = x.clone()
+        lo = int(width * 0.75)
+        span = min(max(2 * k, 1), width - lo)
+        y[:, lo : lo + span] += 50.0
+        return y
+    if name == "position_skew":
+        ramp = torch.linspace(0, 20, width, device=dev)[None, :]
+        return x + ramp
+    if name == "near_flt_max":
+        return torch.where(rand(rows, width) < 0.5, 3.4e38, -3.4e38).to(torch.float32) * (
+            1 - rand(rows, width) * 1e-6
+        )
+    raise ValueError(f"unknown family {name!r}; known: {FAMILY_NAMES}")

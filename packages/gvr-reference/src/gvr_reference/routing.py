@@ -1,0 +1,193 @@
+"""Routing math: which kernel configuration and grid serve a call, as pure functions.
+
+Two time scales, as the decode loop under CUDA graphs needs them:
+
+- :func:`route_static` decides what may be frozen when a graph is captured: the family, its
+  compile configuration, the grid (CTAs per row), the workspace. It depends only on the
+  device (:class:`DeviceSpec`) and capture-stable quantities: row count, the length envelope
+  ``n_env`` (the longest row a launch may see), K and the call mode.
+- :func:`route_dynamic` is what each row recomputes in-kernel from its own length: the ladder
+  (:func:`gvr_reference.ladder.row_plan`). It is exposed for analysis and tests.
+
+Nothing here hard-codes a device: SM count, shared memory per block and L2 come from the
+``DeviceSpec`` the dispatcher reads once per device from the driver. The constants below
+(``SPLIT_MIN_N``, ``MIN_PART_ELEMS``) are tuning choices measured on an H200; see
+``docs/kernels.md`` and ``benchmarks/results/h200/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .ladder import MAX_ROW_LENGTH, LadderParams, RowPlan, row_plan
+
+__all__ = [
+    "DeviceSpec",
+    "StaticRoute",
+    "H200",
+    "B200",
+    "route_static",
+    "route_dynamic",
+    "SPLIT_MIN_N",
+    "MIN_PART_ELEMS",
+    "MAX_K",
+]
+
+#: Rows at least this long may be cut across several CTAs when rows are few.
+SPLIT_MIN_N = 16384
+#: A split row gives each CTA at least this many scores.
+MIN_PART_ELEMS = 4096
+#: Largest K the kernels serve.
+MAX_K = 2048
+
+_HIST_CTL_WORDS = 256 + 16
+_WS_HEADER_WORDS = 4
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """What routing needs to know about a GPU.
+
+    Attributes:
+        name: device name (informational).
+        arch: compile target, ``"sm_90a"`` (Hopper) or ``"sm_100a"`` (Blackwell).
+        sm_count: streaming multiprocessors.
+        smem_per_block: largest dynamic shared memory one CTA may opt into (bytes).
+        smem_per_sm: shared memory per multiprocessor (bytes).
+        max_cluster_size: largest thread-block cluster the launch may use.
+        l2_bytes: L2 cache size (bytes).
+    """
+
+    name: str
+    arch: str
+    sm_count: int
+    smem_per_block: int
+    smem_per_sm: int
+    max_cluster_size: int = 8
+    l2_bytes: int = 50 * 1024 * 1024
+
+
+#: NVIDIA H200 SXM (values from the CUDA device attributes of the device used here).
+H200 = DeviceSpec("NVIDIA H200", "sm_90a", 132, 232448, 233472, 8, 60 * 1024 * 1024)
+#: NVIDIA B200 (148 SMs; datasheet values).
+B200 = DeviceSpec("NVIDIA B200", "sm_100a", 148, 232448, 233472, 8, 126 * 1024 * 1024)
+
+
+@dataclass(frozen=True)
+class StaticRoute:
+    """The capture-stable half of a route.
+
+    Attributes:
+        family: kernel family (``"streaming"``).
+        parts: CTAs per row (``> 1`` only for split configurations).
+        config: compile-configuration fields (``gvr_kernels.config.StreamingConfig`` keywords,
+            without the call-mode fields ``mode``/``with_values``/``deterministic``).
+        grid: CTAs in the launch (``rows * parts``).
+        workspace_words: uint32 words of zeroed workspace the launch needs (0: none).
+        smem_bytes: dynamic shared memory per CTA.
+        n_env: the envelope this route was made for.
+    """
+
+    family: str
+    parts: int
+    config: dict = field(hash=False, compare=False)
+    grid: int
+    workspace_words: int
+    smem_bytes: int
+    n_env: int
+
+    @property
+    def key(self) -> tuple:
+        """A hashable identity of the compiled kernel plus the grid."""
+        return (self.family, self.parts, tuple(sorted(self.config.items())), self.grid)
+
+    @property
+    def ladder(self) -> LadderParams:
+        """The ladder parameters of this route's configuration."""
+        c = self.config
+        return LadderParams(
+            capacity=c["capacity"],
+            sample_max=c["sample_max"],
+            aim_mult=c["aim_mult"],
+        )
+
+
+def _smem_bytes(capacity: int, sample_max: int) -> int:
+    return 4 * (_HIST_CTL_WORDS + sample_max) + 8 * capacity
+
+
+def route_static(spec: DeviceSpec, *, rows: int, n_env: int, k: int) -> StaticRoute:
+    """Choose the configuration and grid for a launch.
+
+    Args:
+        spec: the device.
+        rows: rows in the launch (``>= 1``).
+        n_env: longest row length the launch may see, in scores (compressed units);
+            ``1 <= n_env < 2**26``.
+        k: top-K size, ``1 <= k <= 2048``.
+
+    Returns:
+        The :class:`StaticRoute`. It is a pure function of its arguments, so a launch key made
+        from them is stable under CUDA-graph capture.
+
+    Raises:
+        ValueError: an argument is out of range, naming it.
+    """
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, got {rows}")
+    if not 1 <= n_env < MAX_ROW_LENGTH:
+        raise ValueError(f"n_env must be in [1, {MAX_ROW_LENGTH}), got {n_env}")
+    if not 1 <= k <= MAX_K:
+        raise ValueError(f"k must be in [1, {MAX_K}], got {k}")
+    s = spec.sm_count
+    parts = 1
+    if rows <= s // 2 and n_env >= SPLIT_MIN_N:
+        parts = max(1, min(s // rows, -(-n_env // MIN_PART_ELEMS)))
+    if parts > 1:
+        config = dict(
+            threads=1024, capacity=16384, split=True, unroll=4, aim_mult=3, sample_max=8192
+        )
+    elif rows <= s:
+        config = dict(
+            threads=1024, capacity=16384, split=False, unroll=4, aim_mult=2, sample_max=8192
+        )
+    else:
+        config = dict(
+            threads=512, capacity=8192, split=False, unroll=4, aim_mult=2, sample_max=8192
+        )
+    smem = _smem_bytes(config["capacity"], config["sample_max"])
+    if smem > spec.smem_per_block:
+        # Smaller parts (consumer GPUs): halve the staging until it fits.
+        while smem > spec.smem_per_block and config["capacity"] > 4 * k * config["aim_mult"]:
+            config["capacity"] //= 2
+            smem = _smem_bytes(config["capacity"], config["sample_max"])
+        if smem > spec.smem_per_block:
+            raise ValueError(
+                f"k={k} needs more shared memory per block than {spec.name} offers "
+                f"({spec.smem_per_block} bytes)"
+            )
+    ws = rows * (_WS_HEADER_WORDS + 2 * config["capacity"]) if parts > 1 else 0
+    return StaticRoute(
+        family="streaming",
+        parts=parts,
+        config=config,
+        grid=rows * parts,
+        workspace_words=ws,
+        smem_bytes=smem,
+        n_env=n_env,
+    )
+
+
+def route_dynamic(route: StaticRoute, n: int, k: int, lead: int = 0) -> RowPlan:
+    """The per-row half: what a row of length ``n`` decides in-kernel.
+
+    Args:
+        route: the static route of the launch.
+        n: the row's valid length (clamped by the kernel to the physical width).
+        k: top-K size.
+        lead: window start modulo 4 (prefill rows).
+
+    Returns:
+        The row's :class:`gvr_reference.ladder.RowPlan`.
+    """
+    return row_plan(n, k, lead, route.ladder)

@@ -1,0 +1,337 @@
+"""Device sweep for the streaming kernels: exactness at scale, forced paths, quick timings.
+
+Run on a GPU machine (kernels exported with ``tools/export_kernels.py``, or JIT-compiled when
+the CuTe DSL is installed)::
+
+    python tools/device_streaming.py --aot .aot --check --paths --bench --out results/
+
+Every case prints one line; failures print the first failing rows. Exit status 1 on any
+inexact row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from gvr_kernels.config import StreamingConfig
+from gvr_kernels.testing import check_windows, families, poison_beyond
+from gvr_reference.ladder import row_plan
+from gvr_reference.model import ModelConfig, Path as KPath, simulate_row
+from gvr_reference.routing import DeviceSpec, route_static
+
+DEV = torch.device("cuda")
+
+
+def device_spec() -> DeviceSpec:
+    p = torch.cuda.get_device_properties(0)
+    smem_block = getattr(p, "shared_memory_per_block_optin", 232448)
+    smem_sm = getattr(p, "shared_memory_per_multiprocessor", 233472)
+    return DeviceSpec(p.name, f"sm_{p.major}{p.minor}a", p.multi_processor_count, smem_block,
+                      smem_sm, 8, getattr(p, "L2_cache_size", 50 << 20))
+
+
+class Kernels:
+    """Loads (AOT) or compiles (JIT) kernels by configuration."""
+
+    def __init__(self, aot_dir: str | None):
+        self.cache = {}
+        if aot_dir:
+            from gvr_kernels.aot import load_library
+
+            self.cache.update(load_library(aot_dir))
+        self.aot = bool(aot_dir)
+
+    def get(self, cfg: StreamingConfig):
+        if cfg not in self.cache:
+            if self.aot:
+                raise KeyError(f"kernel {cfg.name} was not exported")
+            from gvr_kernels.compile import compile_streaming
+
+            self.cache[cfg] = compile_streaming(cfg)
+        return self.cache[cfg]
+
+
+SPEC = None
+WS = {}
+
+
+def workspace(words: int):
+    key = "ws"
+    if key not in WS or WS[key].numel() < words:
+        WS[key] = torch.zeros(max(words, 4), dtype=torch.int32, device=DEV).view(torch.uint32)
+    return WS[key]
+
+
+def run(kern, mode, logits, a, b, k, *, next_n=1, cr=1, values=False, det=False, paths=False,
+        n_env=None, route=None):
+    rows = logits.shape[0]
+    if route is None:
+        route = route_static(SPEC, rows=rows, n_env=n_env or logits.shape[1], k=k)
+    cfg = StreamingConfig(mode=mode, with_values=values, deterministic=det, record_paths=paths,
+                          **route.config)
+    fn = kern.get(cfg)
+    out = torch.full((rows, k), 0x7FFFFFFF, dtype=torch.int32, device=DEV)
+    val = torch.full((rows, k) if values else (1, 1), 7.0, dtype=torch.float32, device=DEV)
+    pth = torch.full((rows if paths else 1,), -7, dtype=torch.int32, device=DEV)
+    ws = workspace(route.workspace_words)
+    dummy = torch.zeros(1, dtype=torch.int32, device=DEV)
+    fn(logits, a if a is not None else dummy, b if b is not None else dummy, out, val, ws, pth,
+       k, next_n, int(math.log2(cr)), route.parts)
+    return out, (val if values else None), (pth if paths else None), route
+
+
+def decode_lengths(kv, next_n, cr, width):
+    r = torch.arange(kv.numel() * next_n, device=DEV)
+    t = kv.to(torch.int64)[r // next_n] - next_n + (r % next_n) + 1
+    return (t.clamp(min=0) // cr).clamp(max=width)
+
+
+FAILS = []
+
+
+def report(tag, ok, extra=""):
+    bad = (~ok).nonzero().flatten().tolist()
+    status = "ok " if not bad else "BAD"
+    print(f"{status} {tag} rows={ok.numel()} bad={len(bad)} {extra}", flush=True)
+    if bad:
+        FAILS.append((tag, bad[:10]))
+    return ok.numel()
+
+
+def case_decode(kern, g, k, b, n, family, *, next_n=1, cr=1, values=False, det=False,
+                ragged=False, stride_pad=0, width=None):
+    width = width or n
+    rows = b * next_n
+    alloc = -(-(width + stride_pad) // 4) * 4
+    full = families(family, rows, alloc, k, g)
+    logits = full[:, :width]
+    if ragged:
+        kv = torch.randint(0, width * cr + next_n + 1, (b,), generator=g, device=DEV,
+                           dtype=torch.int32)
+        special = [0, 1, next_n - 1, k * cr + next_n - 1, (k + 1) * cr + next_n - 1,
+                   width * cr + 7]
+        for i in range(min(len(special), b)):
+            kv[i] = max(special[i], 0)
+    else:
+        kv = torch.full((b,), n * cr + next_n - 1, dtype=torch.int32, device=DEV)
+    lengths = decode_lengths(kv, next_n, cr, width)
+    starts = torch.zeros_like(lengths)
+    poison_beyond(full, starts, lengths)
+    out, val, _, route = run(kern, "decode", logits, kv, None, k, next_n=next_n, cr=cr,
+                             values=values, det=det, n_env=width)
+    ok = check_windows(logits, starts, lengths, k, out, val)
+    if det:
+        ok &= det_check(logits, starts, lengths, k, out)
+    return report(f"decode k={k} b={b} n={n} {family} nn={next_n} cr={cr} v={values} det={det} "
+                  f"ragged={ragged} pad={stride_pad} parts={route.parts}", ok)
+
+
+def det_check(logits, starts, lengths, k, out):
+    from gvr_kernels.testing import order_key_torch
+
+    wmax = max(int(lengths.max().item()), k)
+    pos = torch.arange(wmax, device=DEV)
+    cols = (starts[:, None].to(torch.int64) + pos[None, :]).clamp(max=logits.shape[1] - 1)
+    keys = order_key_torch(torch.gather(logits, 1, cols))
+    keys = torch.where(pos[None, :] < lengths[:, None], keys, torch.full_like(keys, -1))
+    order = torch.sort(keys, dim=1, descending=True, stable=True).indices[:, :k]
+    m = torch.clamp(lengths, max=k)
+    slot = torch.arange(k, device=DEV)[None, :]
+    exp = torch.where(slot < m[:, None], order, torch.full_like(order, -1))
+    return (torch.sort(exp, 1).values == torch.sort(out.to(torch.int64), 1).values).all(1)
+
+
+def case_prefill(kern, g, k, rows, width, family, *, values=False, det=False):
+    arena = families(family, rows, -(-width // 4) * 4, k, g)
+    full = arena[:, :width]
+    s = torch.randint(0, width, (rows,), generator=g, device=DEV)
+    e = torch.randint(0, width + 1, (rows,), generator=g, device=DEV)
+    s, e = torch.minimum(s, e), torch.maximum(s, e)
+    s[:4] = torch.tensor([1, 2, 3, 0], device=DEV)[: min(4, rows)]
+    e[:4] = torch.tensor([width, width - 1, 3 + k, k], device=DEV)[: min(4, rows)]
+    lengths = e - s
+    poison_beyond(arena, s, lengths)
+    out, val, _, route = run(kern, "prefill", full, s.to(torch.int32), e.to(torch.int32), k,
+                             values=values, det=det)
+    ok = check_windows(full, s, lengths, k, out, val)
+    if det:
+        ok &= det_check(full, s, lengths, k, out)
+    return report(f"prefill k={k} rows={rows} w={width} {family} v={values} det={det} "
+                  f"parts={route.parts}", ok)
+
+
+def sample_positions(n, k, params, lead=0):
+    p = row_plan(n, k, lead, params)
+    t = torch.arange(p.sample_vecs) * p.sample_step
+    return (t[:, None] * 4 + torch.arange(4)[None, :] - lead).flatten(), p
+
+
+def case_paths(kern, g):
+    """Rows built to reach every path; the kernel's recorded path must equal the model's."""
+    total = 0
+    for split in (False, True):
+        b = 1 if split else 200
+        k = 2048
+        n = 131072
+        route = route_static(SPEC, rows=b, n_env=n, k=k)
+        assert (route.parts > 1) == split, route
+        mcfg = ModelConfig(route.ladder, parts=route.parts)
+        x = torch.randn(b, n, generator=g, device=DEV)
+        pos, plan = sample_positions(n, k, route.ladder)
+        pos = pos[pos >= 0].to(DEV)
+        kinds = []
+        for r in range(b):
+            kind = r % 5
+            if kind == 1:  # only the top sample ranks are huge: first rung too high, retry works
+                sel = pos[: plan.j1]
+                x[r, sel] = 1000.0 + torch.arange(sel.numel(), device=DEV, dtype=torch.float32)
+            elif kind == 2:  # every sampled score huge: no rung reaches k survivors
+                x[r, pos] = 1000.0 + torch.arange(pos.numel(), device=DEV, dtype=torch.float32)
+            elif kind == 3:  # a tie class far larger than the staging at the rung
+                x[r] = torch.where(torch.rand(n, generator=g, device=DEV) < 0.3, 7.0, x[r])
+            elif kind == 4:  # short and unsampled rows through kv_lens
+                pass
+            kinds.append(kind)
+        kv = torch.full((b,), n, dtype=torch.int32, device=DEV)
+        for r in range(b):
+            if kinds[r] == 4:
+                kv[r] = [k - 1, k, 2 * k, 3 * k + 1][r % 4]
+        lengths = decode_lengths(kv, 1, 1, n)
+        out, _, pth, _ = run(kern, "decode", x, kv, None, k, paths=True, route=route)
+        ok = check_windows(x, torch.zeros_like(lengths), lengths, k, out)
+        xs = x.cpu().numpy()
+        want = torch.tensor([int(simulate_row(xs[r, : int(lengths[r])], k, mcfg).path)
+                             for r in range(b)], device=DEV, dtype=torch.int32)
+        agree = pth == want
+        seen = sorted({KPath(int(v)).name for v in want.tolist()})
+        total += report(f"paths split={split} seen={seen}", ok & agree,
+                        f"disagree={(~agree).sum().item()}")
+        if not bool(agree.all()):
+            bad = (~agree).nonzero().flatten()[:5].tolist()
+            print("   kernel", [int(pth[i]) for i in bad], "model", [int(want[i]) for i in bad])
+    return total
+
+
+def bench(kern, g, out_dir):
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device=DEV)
+    results = []
+    for k in (512, 1024, 2048):
+        for n in (4096, 16384, 65536, 131072, 262144):
+            if n <= k:
+                continue
+            for b in (1, 8, 32, 128, 512):
+                x = torch.randn(b, n, generator=g, device=DEV)
+                kv = torch.full((b,), n, dtype=torch.int32, device=DEV)
+                route = route_static(SPEC, rows=b, n_env=n, k=k)
+                cfg = StreamingConfig(mode="decode", **route.config)
+                fn = kern.get(cfg)
+                out = torch.empty((b, k), dtype=torch.int32, device=DEV)
+                val = torch.empty((1, 1), dtype=torch.float32, device=DEV)
+                pth = torch.empty((1,), dtype=torch.int32, device=DEV)
+                ws = workspace(route.workspace_words)
+
+                def ours():
+                    fn(x, kv, kv, out, val, ws, pth, k, 1, 0, route.parts)
+
+                def theirs():
+                    torch.topk(x, k, dim=1, sorted=False)
+
+                ours()
+                ok = bool(check_windows(x, torch.zeros(b, device=DEV, dtype=torch.int64),
+                                        torch.full((b,), n, device=DEV), k, out).all())
+                t_ours = timeit(ours, flush)
+                t_torch = timeit(theirs, flush)
+                rec = dict(k=k, n=n, b=b, parts=route.parts, threads=route.config["threads"],
+                           gvr_us=t_ours, torch_us=t_torch, speedup=t_torch / t_ours, exact=ok)
+                results.append(rec)
+                print(f"bench k={k:5d} n={n:7d} b={b:4d} parts={route.parts:3d} "
+                      f"gvr={t_ours:9.1f}us torch={t_torch:9.1f}us x{t_torch / t_ours:6.2f} "
+                      f"exact={ok}", flush=True)
+    sp = [r["speedup"] for r in results]
+    geo = math.exp(sum(math.log(s) for s in sp) / len(sp))
+    print(f"bench geomean x{geo:.2f} min x{min(sp):.2f} cells={len(sp)}")
+    if out_dir:
+        Path(out_dir, "bench.json").write_text(json.dumps(results, indent=1))
+
+
+def timeit(fn, flush, reps=20):
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e) * 1000.0)
+    return statistics.median(times)
+
+
+def main():
+    global SPEC
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--aot", default=None)
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--paths", action="store_true")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--small", action="store_true", help="one small case per launch shape")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--seed", type=int, default=None)
+    args = ap.parse_args()
+    SPEC = device_spec()
+    print("device", SPEC)
+    kern = Kernels(args.aot)
+    seed = args.seed if args.seed is not None else int(time.time())
+    print("seed", seed)
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    rows = 0
+    t0 = time.time()
+    if args.small:
+        rows += case_decode(kern, g, 512, 4, 20000, "gaussian", ragged=True)
+        rows += case_decode(kern, g, 512, 1, 70000, "gaussian")
+        rows += case_decode(kern, g, 512, 2, 70000, "two_valued", det=True, values=True)
+        rows += case_prefill(kern, g, 512, 8, 9000, "gaussian", values=True)
+    if args.check:
+        for k in (512, 1024, 2048):
+            for n, b in ((4096, 64), (16384, 16), (65536, 8), (262144, 2), (262144, 1),
+                         (30000, 200), (9000, 600)):
+                rows += case_decode(kern, g, k, b, n, "gaussian")
+            for fam in ("dsa_like", "quantized", "two_valued", "constant", "pos_inf",
+                        "many_pos_inf", "neg_inf", "nan", "denormals", "signed_zero",
+                        "hidden_peaks", "position_skew", "near_flt_max"):
+                rows += case_decode(kern, g, k, 24, 50000, fam, ragged=True)
+                rows += case_decode(kern, g, k, 2, 200000, fam)
+            for nn in (1, 2, 3, 4):
+                for cr in (1, 4):
+                    rows += case_decode(kern, g, k, 40, 40000, "gaussian", next_n=nn, cr=cr,
+                                        ragged=True, stride_pad=8, width=40003)
+            rows += case_decode(kern, g, k, 1024, 5000, "gaussian", ragged=True)
+            rows += case_decode(kern, g, k, 3, 100000, "quantized", values=True, det=True)
+            rows += case_decode(kern, g, k, 300, 12000, "two_valued", values=True, det=True,
+                                ragged=True)
+            rows += case_prefill(kern, g, k, 100, 30001, "gaussian", values=True)
+            rows += case_prefill(kern, g, k, 300, 9000, "quantized", det=True)
+        rows += case_prefill(kern, g, 512, 70000, 700, "gaussian")
+        for k in (1, 7, 100, 1000, 2047):
+            rows += case_decode(kern, g, k, 16, 40000, "quantized", ragged=True, values=True)
+    if args.paths:
+        rows += case_paths(kern, g)
+    print(f"checked {rows} rows in {time.time() - t0:.0f}s; failures: {len(FAILS)}")
+    for f in FAILS[:20]:
+        print("FAIL", f)
+    if args.bench:
+        bench(kern, g, args.out)
+    sys.exit(1 if FAILS else 0)
+
+
+if __name__ == "__main__":
+    main()

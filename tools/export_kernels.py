@@ -1,0 +1,58 @@
+"""Export every kernel configuration a device run needs, ahead of time, on any machine.
+
+    CUTE_DSL_ARCH=sm_90a python tools/export_kernels.py --out .aot --set device-tests
+
+Sets:
+  routable      every configuration ``route_static`` can choose for the device, in every call
+                mode (decode/prefill/full) with and without values and the deterministic mode;
+  device-tests  ``routable`` plus the path-recording variants the forced-path tests use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+from gvr_kernels.config import StreamingConfig
+from gvr_kernels.library import routable_configs
+
+
+def _one(args):
+    cfg, out, arch = args
+    from gvr_kernels.aot import export_config
+
+    t = time.time()
+    path = export_config(cfg, out, arch)
+    return cfg, path.name, time.time() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--set", default="device-tests", choices=("routable", "device-tests"))
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO)
+    configs = list(routable_configs())
+    if args.set == "device-tests":
+        bases = {StreamingConfig(mode="decode", **{f: getattr(c, f) for f in (
+            "threads", "capacity", "split", "unroll", "aim_mult", "sample_max")}) for c in configs}
+        configs += [StreamingConfig(**{**c.__dict__, "record_paths": True}) for c in bases]
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    manifest = {}
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for cfg, name, dt in pool.map(_one, [(c, args.out, args.arch) for c in configs]):
+            manifest[cfg.name] = {"file": name, "arch": args.arch, "config": asdict(cfg)}
+            print(f"{dt:5.1f}s {cfg.name}", flush=True)
+    Path(args.out, "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    print(f"exported {len(manifest)} kernels to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
