@@ -1,0 +1,239 @@
+"""The numba CPU engine: exact top-K on the CPU, the embedded default when no GPU is present.
+
+Same call shapes and semantics as :mod:`gvr_reference.oracle` (``decode``, ``prefill``,
+``dense``, ``topk_windows``), plus caller-provided ``out`` / ``values`` buffers filled in place.
+Every argument is validated before anything is written.
+
+Algorithm: an exact radix select on the uint32 order keys (see
+:mod:`gvr_reference._radix_select`), rows in parallel with ``numba.prange``; a single long row
+(fewer rows than threads) is split into chunks processed in parallel. Ties at the K-th value
+always go to the smallest indices, so the result is deterministic whatever
+``deterministic`` says. The kernels are compiled on first use and cached on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from . import _checks
+from ._numba_core import flat_rows
+from ._select_kernels import topk_rows, topk_rows_serial
+from .windows import RowWindows, decode_windows, dense_windows, prefill_row_windows
+
+__all__ = ["decode", "prefill", "dense", "topk_windows", "warmup"]
+
+logger = logging.getLogger(__name__)
+
+_SERIAL_WORK = 1 << 17
+"""Calls with fewer elements in all their windows than this run on the calling thread."""
+
+
+def _run(
+    logits: np.ndarray,
+    windows: RowWindows,
+    k: int,
+    out: np.ndarray | None,
+    values: np.ndarray | None,
+    deterministic: bool,
+    sorted: bool,
+    return_values: bool,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Validate everything, then run the kernels; nothing is written before validation ends."""
+    rows, width = _checks.check_logits(logits)
+    _checks.check_flag(deterministic, "deterministic")
+    sort_desc = _checks.check_flag(sorted, "sorted")
+    return_values = _checks.check_flag(return_values, "return_values")
+    _checks.check_windows_fit(windows.starts, windows.lengths, rows, width)
+    if out is not None:
+        _checks.check_out_buffer(out, "out", rows, k, np.int32)
+    if values is not None:
+        _checks.check_out_buffer(values, "values", rows, k, np.float32)
+    want_values = values is not None or return_values
+
+    idx = out if out is not None and out.flags.c_contiguous else np.empty((rows, k), np.int32)
+    if want_values:
+        if values is not None and values.flags.c_contiguous:
+            vbits = values.view(np.uint32)
+        else:
+            vbits = np.empty((rows, k), np.uint32)
+    else:
+        vbits = np.empty((rows, 0), np.uint32)
+
+    if rows:
+        flat, row_stride = flat_rows(logits)
+        # Waking the thread pool costs more than it saves on a small call, and one row gains
+        # nothing from it.
+        small = rows == 1 or int(windows.lengths.sum()) < _SERIAL_WORK
+        kernel = topk_rows_serial if small else topk_rows
+        kernel(
+            flat.view(np.int32),
+            flat,
+            row_stride,
+            windows.starts,
+            windows.lengths,
+            k,
+            idx,
+            vbits,
+            want_values,
+            sort_desc,
+        )
+
+    if out is not None and idx is not out:
+        out[...] = idx
+    if want_values:
+        if values is None:
+            values = vbits.view(np.float32)
+        elif not values.flags.c_contiguous:
+            values.view(np.uint32)[...] = vbits
+        return idx if out is None else out, values
+    return idx if out is None else out
+
+
+def topk_windows(
+    logits: np.ndarray,
+    windows: RowWindows,
+    k: int,
+    *,
+    out: np.ndarray | None = None,
+    values: np.ndarray | None = None,
+    deterministic: bool = True,
+    sorted: bool = False,
+    return_values: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Exact top-K of every row window.
+
+    Args:
+        logits: float32 ``[rows, width]``, any strides (a unit inner stride avoids a copy).
+        windows: :class:`~gvr_reference.windows.RowWindows` with ``rows`` entries.
+        k: indices per row, int >= 1.
+        out: optional int32 ``[rows, k]`` buffer for the indices, filled in place.
+        values: optional float32 ``[rows, k]`` buffer for the values, filled in place
+            (bit-exact copies of the logits; ``-FLT_MAX`` at ``-1`` slots).
+        deterministic: accepted for API parity; ties always go to the smallest indices.
+        sorted: descending value order per row (ties by ascending index); else index order.
+        return_values: return values even without a ``values`` buffer.
+
+    Returns:
+        ``indices`` (int32 ``[rows, k]``, window-local, ``-1`` padded), or
+        ``(indices, values)`` when ``values`` is given or ``return_values`` is true.
+
+    Raises:
+        TypeError, ValueError: bad arguments; nothing is written to ``out``/``values``.
+    """
+    _checks.check_logits(logits)
+    k = _checks.check_k(k)
+    if not isinstance(windows, RowWindows):
+        raise TypeError(f"windows must be a RowWindows, got {type(windows).__name__}")
+    return _run(logits, windows, k, out, values, deterministic, sorted, return_values)
+
+
+def decode(
+    logits: np.ndarray,
+    kv_lens: np.ndarray,
+    k: int,
+    *,
+    next_n: int = 1,
+    compress_ratio: int = 1,
+    out: np.ndarray | None = None,
+    values: np.ndarray | None = None,
+    deterministic: bool = True,
+    sorted: bool = False,
+    return_values: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Exact decode top-K (row ``r`` selects from ``[0, n_r)``, see
+    :func:`gvr_reference.windows.decode_row_lengths`).
+
+    Args:
+        logits: float32 ``[batch * next_n, width]``, any strides.
+        kv_lens: int32 ``[batch]``, total (uncompressed) KV length per request, >= 0.
+        k: indices per row, int >= 1.
+        next_n: rows per request, >= 1.
+        compress_ratio: power of two >= 1.
+        out, values, deterministic, sorted, return_values: see :func:`topk_windows`.
+
+    Returns:
+        int32 ``[rows, k]`` indices, or ``(indices, values)``.
+
+    Raises:
+        TypeError, ValueError: bad arguments; nothing is written to ``out``/``values``.
+    """
+    rows, width = _checks.check_logits(logits)
+    next_n = _checks.check_next_n(next_n)
+    compress_ratio = _checks.check_compress_ratio(compress_ratio)
+    _checks.check_kv_lens(kv_lens, rows, next_n)
+    k = _checks.check_k(k)
+    windows = decode_windows(kv_lens, next_n, compress_ratio, width)
+    return _run(logits, windows, k, out, values, deterministic, sorted, return_values)
+
+
+def prefill(
+    logits: np.ndarray,
+    row_starts: np.ndarray,
+    row_ends: np.ndarray,
+    k: int,
+    *,
+    out: np.ndarray | None = None,
+    values: np.ndarray | None = None,
+    deterministic: bool = True,
+    sorted: bool = False,
+    return_values: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Exact prefill top-K over ``[row_starts[r], row_ends[r])``, window-local indices.
+
+    Args:
+        logits: float32 ``[rows, width]``, any strides.
+        row_starts, row_ends: int32 ``[rows]``, ``0 <= row_starts <= row_ends <= width``.
+        k: indices per row, int >= 1.
+        out, values, deterministic, sorted, return_values: see :func:`topk_windows`.
+
+    Returns:
+        int32 ``[rows, k]`` indices, or ``(indices, values)``.
+
+    Raises:
+        TypeError, ValueError: bad arguments; nothing is written to ``out``/``values``.
+    """
+    rows, width = _checks.check_logits(logits)
+    _checks.check_row_bounds(row_starts, row_ends, rows, width)
+    k = _checks.check_k(k)
+    windows = prefill_row_windows(row_starts, row_ends, width)
+    return _run(logits, windows, k, out, values, deterministic, sorted, return_values)
+
+
+def dense(
+    logits: np.ndarray,
+    k: int,
+    lengths: np.ndarray | None = None,
+    *,
+    out: np.ndarray | None = None,
+    values: np.ndarray | None = None,
+    deterministic: bool = True,
+    sorted: bool = False,
+    return_values: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Exact dense top-K over ``[0, lengths[r])`` (or the full width).
+
+    Args:
+        logits: float32 ``[rows, width]``, any strides.
+        k: indices per row, int >= 1.
+        lengths: optional int32 ``[rows]``, >= 0, clamped to the width.
+        out, values, deterministic, sorted, return_values: see :func:`topk_windows`.
+
+    Returns:
+        int32 ``[rows, k]`` indices, or ``(indices, values)``.
+
+    Raises:
+        TypeError, ValueError: bad arguments; nothing is written to ``out``/``values``.
+    """
+    rows, width = _checks.check_logits(logits)
+    k = _checks.check_k(k)
+    windows = dense_windows(rows, width, lengths)
+    return _run(logits, windows, k, out, values, deterministic, sorted, return_values)
+
+
+def warmup() -> None:
+    """Compile (or load from the on-disk cache) every kernel the engine uses."""
+    x = np.zeros((2, 70_000), np.float32)
+    dense(x, 4, sorted=True, return_values=True)
+    logger.debug("cpu engine kernels ready")
