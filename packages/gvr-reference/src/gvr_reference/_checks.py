@@ -142,8 +142,8 @@ def check_kv_lens(kv_lens: object, rows: int, next_n: int) -> np.ndarray:
     kv_lens = check_index_array(kv_lens, "kv_lens")
     if kv_lens.shape[0] * next_n != rows:
         raise ValueError(
-            f"kv_lens.shape[0] * next_n must equal logits.shape[0]: "
-            f"{kv_lens.shape[0]} * {next_n} != {rows}"
+            f"kv_lens.shape[0] * next_n must equal logits.shape[0] = {rows}, got "
+            f"{kv_lens.shape[0]} * {next_n} = {kv_lens.shape[0] * next_n}"
         )
     neg = kv_lens < 0
     if neg.any():

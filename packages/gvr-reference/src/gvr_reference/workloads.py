@@ -130,8 +130,9 @@ def dsa_like(rng, rows, width, k, *, lengths=None):
     """
     n_rows = _row_lengths(lengths, rows, width)
     heads, dim = 4, 16
-    drift = np.cumsum(rng.standard_normal((width, dim)) * 0.05, axis=0)
-    keys = (0.7 * rng.standard_normal((width, dim)) + drift).astype(np.float32)
+    # A random walk scaled to about 0.5 over the whole row, whatever the width.
+    drift = np.cumsum(rng.standard_normal((width, dim)), axis=0) * (0.5 / np.sqrt(max(width, 1)))
+    keys = (rng.standard_normal((width, dim)) + drift).astype(np.float32)
     sink = rng.standard_normal(dim).astype(np.float32)
     sink /= np.linalg.norm(sink)
     if width:
@@ -150,9 +151,11 @@ def dsa_like(rng, rows, width, k, *, lengths=None):
     for r in range(rows):
         n = int(n_rows[r])
         if n:
-            scale = float(np.abs(out[r, :n]).mean()) + 1.0
-            bonus = np.exp(-(n - 1 - pos[:n]) / 64.0).astype(np.float32)
-            out[r, :n] += np.float32(2.0 * scale) * bonus * np.sign(w[r].sum() + 1e-3)
+            scale = float(np.abs(out[r, :n]).max()) + 1.0
+            # Exactly zero beyond the last 1,024 positions, so the ReLU zeros stay exact.
+            age = n - 1 - pos[:n]
+            bonus = np.where(age < 1024, np.exp(-age / 128.0), 0.0).astype(np.float32)
+            out[r, :n] += np.float32(scale) * bonus * np.sign(w[r].sum() + 1e-3)
     return out
 
 
@@ -286,9 +289,10 @@ def nan(rng, n, k, r):
 
 @_rowwise
 def quantized(rng, n, k, r):
-    """Gaussian rounded to bfloat16 (even rows; 8 significant bits) or to 4 significant bits
-    (odd rows, fp8-like): a few hundred distinct values, so the K-th value's tie class is large
-    and low key bits are all zero."""
+    """Gaussian rounded to bfloat16 (even rows; 8 significant bits, at most a few thousand
+    distinct values) or to 4 significant bits (odd rows, fp8-like, a few hundred): the K-th
+    value's tie class is large on long rows and the low key bits are all zero, so a radix
+    pass on them separates nothing."""
     bits = rng.standard_normal(n, dtype=np.float32).view(np.uint32).astype(np.uint64)
     drop = 16 if r % 2 == 0 else 20
     half = (1 << (drop - 1)) - 1
