@@ -102,6 +102,10 @@ def flat_rows(logits: np.ndarray) -> tuple[np.ndarray, int]:
     rows, width = logits.shape
     if rows == 0 or width == 0:
         return np.zeros(0, np.uint32), 0
+    if logits.flags.c_contiguous:
+        flat = logits.view(np.uint32).reshape(-1)
+        flat.flags.writeable = False
+        return flat, width
     s0, s1 = logits.strides
     itemsize = logits.itemsize
     unit_inner = s1 == itemsize or width == 1

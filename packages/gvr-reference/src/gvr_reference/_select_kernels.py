@@ -74,8 +74,8 @@ def _kth_largest(cand_key, count, k, first_level):
     keys = np.empty(count, np.int64)
     for j in range(count):
         keys[j] = cand_key[j]
+    hist = np.empty(BINS, np.int32)
     m = count
-    prefix = 0
     for level in range(first_level, 3):
         if level < 2:
             shift = 21 - 11 * level
@@ -83,20 +83,21 @@ def _kth_largest(cand_key, count, k, first_level):
         else:
             shift = 0
             nbins = LOW_BINS
-        hist = np.zeros(nbins, np.int64)
+        hist[:nbins] = 0
         for j in range(m):
             hist[(keys[j] >> shift) & (nbins - 1)] += 1
-        b, above = _crossing(hist, k)
+        b, above = _crossing(hist[:nbins], k)
         k -= above
-        w = 0
-        for j in range(m):
-            key = keys[j]
-            if ((key >> shift) & (nbins - 1)) == b:
-                keys[w] = key
-                w += 1
-        m = w
-        prefix = keys[0]
-    return prefix, k
+        if hist[b] != m:  # keep only the crossing bin's keys
+            w = 0
+            for j in range(m):
+                key = keys[j]
+                if ((key >> shift) & (nbins - 1)) == b:
+                    keys[w] = key
+                    w += 1
+            m = w
+    # Every remaining key matches the k-th largest in all digits.
+    return keys[0], k
 
 
 @numba.njit(cache=True, nogil=True)

@@ -20,7 +20,7 @@ import numpy as np
 from . import _checks
 from ._numba_core import flat_rows
 from ._select_kernels import topk_rows, topk_rows_serial
-from .windows import RowWindows, decode_windows, dense_windows, prefill_row_windows
+from .windows import RowWindows, decode_lengths_unchecked
 
 __all__ = ["decode", "prefill", "dense", "topk_windows", "warmup"]
 
@@ -32,7 +32,8 @@ _SERIAL_WORK = 1 << 17
 
 def _run(
     logits: np.ndarray,
-    windows: RowWindows,
+    starts: np.ndarray,
+    lengths: np.ndarray,
     k: int,
     out: np.ndarray | None,
     values: np.ndarray | None,
@@ -40,12 +41,13 @@ def _run(
     sorted: bool,
     return_values: bool,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """Validate everything, then run the kernels; nothing is written before validation ends."""
-    rows, width = _checks.check_logits(logits)
+    """Check the options and buffers, then run the kernels on windows the caller has already
+    checked (int64 ``starts``/``lengths`` inside the logits); nothing is written before every
+    check has passed."""
+    rows = logits.shape[0]
     _checks.check_flag(deterministic, "deterministic")
     sort_desc = _checks.check_flag(sorted, "sorted")
     return_values = _checks.check_flag(return_values, "return_values")
-    _checks.check_windows_fit(windows.starts, windows.lengths, rows, width)
     if out is not None:
         _checks.check_out_buffer(out, "out", rows, k, np.int32)
     if values is not None:
@@ -65,14 +67,14 @@ def _run(
         flat, row_stride = flat_rows(logits)
         # Waking the thread pool costs more than it saves on a small call, and one row gains
         # nothing from it.
-        small = rows == 1 or int(windows.lengths.sum()) < _SERIAL_WORK
+        small = rows == 1 or int(lengths.sum()) < _SERIAL_WORK
         kernel = topk_rows_serial if small else topk_rows
         kernel(
             flat.view(np.int32),
             flat,
             row_stride,
-            windows.starts,
-            windows.lengths,
+            starts,
+            lengths,
             k,
             idx,
             vbits,
@@ -122,11 +124,22 @@ def topk_windows(
     Raises:
         TypeError, ValueError: bad arguments; nothing is written to ``out``/``values``.
     """
-    _checks.check_logits(logits)
+    rows, width = _checks.check_logits(logits)
     k = _checks.check_k(k)
     if not isinstance(windows, RowWindows):
         raise TypeError(f"windows must be a RowWindows, got {type(windows).__name__}")
-    return _run(logits, windows, k, out, values, deterministic, sorted, return_values)
+    _checks.check_windows_fit(windows.starts, windows.lengths, rows, width)
+    return _run(
+        logits,
+        windows.starts,
+        windows.lengths,
+        k,
+        out,
+        values,
+        deterministic,
+        sorted,
+        return_values,
+    )
 
 
 def decode(
@@ -164,8 +177,9 @@ def decode(
     compress_ratio = _checks.check_compress_ratio(compress_ratio)
     _checks.check_kv_lens(kv_lens, rows, next_n)
     k = _checks.check_k(k)
-    windows = decode_windows(kv_lens, next_n, compress_ratio, width)
-    return _run(logits, windows, k, out, values, deterministic, sorted, return_values)
+    lengths = decode_lengths_unchecked(kv_lens, next_n, compress_ratio, width)
+    starts = np.zeros(rows, np.int64)
+    return _run(logits, starts, lengths, k, out, values, deterministic, sorted, return_values)
 
 
 def prefill(
@@ -197,8 +211,9 @@ def prefill(
     rows, width = _checks.check_logits(logits)
     _checks.check_row_bounds(row_starts, row_ends, rows, width)
     k = _checks.check_k(k)
-    windows = prefill_row_windows(row_starts, row_ends, width)
-    return _run(logits, windows, k, out, values, deterministic, sorted, return_values)
+    starts = row_starts.astype(np.int64)
+    lengths = row_ends.astype(np.int64) - starts
+    return _run(logits, starts, lengths, k, out, values, deterministic, sorted, return_values)
 
 
 def dense(
@@ -228,8 +243,12 @@ def dense(
     """
     rows, width = _checks.check_logits(logits)
     k = _checks.check_k(k)
-    windows = dense_windows(rows, width, lengths)
-    return _run(logits, windows, k, out, values, deterministic, sorted, return_values)
+    if lengths is None:
+        n = np.full(rows, width, np.int64)
+    else:
+        n = np.minimum(_checks.check_lengths(lengths, rows), width).astype(np.int64)
+    starts = np.zeros(rows, np.int64)
+    return _run(logits, starts, n, k, out, values, deterministic, sorted, return_values)
 
 
 def warmup() -> None:

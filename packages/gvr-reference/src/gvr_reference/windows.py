@@ -83,11 +83,18 @@ def decode_row_lengths(
     width = _check_width(width)
     kv_lens = _checks.check_index_array(kv_lens, "kv_lens")
     _checks.check_kv_lens(kv_lens, kv_lens.shape[0] * next_n, next_n)
+    return decode_lengths_unchecked(kv_lens, next_n, compress_ratio, width).astype(np.int32)
+
+
+def decode_lengths_unchecked(
+    kv_lens: np.ndarray, next_n: int, compress_ratio: int, width: int
+) -> np.ndarray:
+    """:func:`decode_row_lengths` as int64, for arguments already checked."""
     rows = kv_lens.shape[0] * next_n
     r = np.arange(rows, dtype=np.int64)
     kv = kv_lens.astype(np.int64)[r // next_n]
     n = np.maximum(kv - next_n + r % next_n + 1, 0) // compress_ratio
-    return np.minimum(n, width).astype(np.int32)
+    return np.minimum(n, width)
 
 
 def decode_windows(kv_lens: np.ndarray, next_n: int, compress_ratio: int, width: int) -> RowWindows:
