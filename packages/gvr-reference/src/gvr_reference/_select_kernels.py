@@ -117,22 +117,47 @@ def _emit(cand_idx, cand_key, count, t, take_equal, out_row, w):
 
 
 @numba.njit(cache=True, nogil=True)
+def _sift_down(heap, i, size):
+    """Restore the min-heap property below position ``i``."""
+    x = heap[i]
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and heap[child + 1] < heap[child]:
+            child += 1
+        if heap[child] >= x:
+            break
+        heap[i] = heap[child]
+        i = child
+    heap[i] = x
+
+
+@numba.njit(cache=True, nogil=True)
 def _sample_threshold(row, k):
     """A threshold key for the sampled path and the candidate count it should give.
 
     The threshold is the ``j``-th largest key among ``s`` evenly spaced elements of the row
     (so an element of the row), ``j`` about ``SAMPLE_SIGMAS`` standard deviations above
-    ``k * s / n``: about ``j * n / s`` row keys are at least the threshold.
+    ``k * s / n``: about ``j * n / s`` row keys are at least the threshold. The ``j`` largest
+    sample keys are kept in a min-heap, whose root is the answer: O(s log j) even for sorted
+    rows.
     """
     n = row.shape[0]
     s = min(SAMPLE_SIZE, max(SAMPLE_MIN, n // SAMPLE_STEP))
-    keys = np.empty(s, np.uint32)
-    for i in range(s):
-        keys[i] = key_of(row[(i * n) // s])
     expected = k * s / n
     j = min(s, int(expected + SAMPLE_SIGMAS * math.sqrt(expected)) + 1)
-    thr, _ = _kth_largest(keys, s, j, 0)
-    return thr, j * n / s
+    heap = np.empty(j, np.int64)
+    for i in range(j):
+        heap[i] = key_of(row[(i * n) // s])
+    for i in range(j // 2 - 1, -1, -1):
+        _sift_down(heap, i, j)
+    for i in range(j, s):
+        key = key_of(row[(i * n) // s])
+        if key > heap[0]:
+            heap[0] = key
+            _sift_down(heap, 0, j)
+    return heap[0], j * n / s
 
 
 @numba.njit(cache=True, nogil=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 
+import numba
 import numpy as np
 
 from . import _checks
@@ -67,20 +68,19 @@ def _run(
         flat, row_stride = flat_rows(logits)
         # Waking the thread pool costs more than it saves on a small call, and one row gains
         # nothing from it.
-        small = rows == 1 or int(lengths.sum()) < _SERIAL_WORK
-        kernel = topk_rows_serial if small else topk_rows
-        kernel(
-            flat.view(np.int32),
-            flat,
-            row_stride,
-            starts,
-            lengths,
-            k,
-            idx,
-            vbits,
-            want_values,
-            sort_desc,
-        )
+        args = (flat.view(np.int32), flat, row_stride, starts, lengths, k, idx, vbits)
+        if rows == 1 or int(lengths.sum()) < _SERIAL_WORK:
+            topk_rows_serial(*args, want_values, sort_desc)
+        else:
+            # Hand rows out in small chunks instead of splitting them evenly up front: row
+            # costs vary (short rows, fallbacks), and a thread that loses its core to another
+            # process then holds up only its current chunk.
+            chunk = rows // (16 * numba.get_num_threads()) + 1
+            previous = numba.set_parallel_chunksize(chunk)
+            try:
+                topk_rows(*args, want_values, sort_desc)
+            finally:
+                numba.set_parallel_chunksize(previous)
 
     if out is not None and idx is not out:
         out[...] = idx
