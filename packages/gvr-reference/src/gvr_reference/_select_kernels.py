@@ -248,7 +248,7 @@ def _sampled_row(srow, row, k, out_row):
 def _radix_row(row, k, out_row):
     """The radix path; fills ``out_row[:k]`` in index order."""
     n = row.shape[0]
-    hist = np.zeros(BINS, np.int64)
+    hist = np.zeros(BINS, np.int32)
     for i in range(n):
         hist[key_of(row[i]) >> 21] += 1
     b, above = _crossing(hist, k)
