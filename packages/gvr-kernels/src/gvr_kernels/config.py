@@ -41,6 +41,7 @@ class StreamingConfig:
         deterministic: the K-th value's tie class yields its smallest indices.
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
             tensor.
+        prefetch: the streaming pass asks L2 for the next tile while it tests the current one.
     """
 
     mode: str = "decode"
@@ -55,6 +56,7 @@ class StreamingConfig:
     with_values: bool = False
     deterministic: bool = False
     record_paths: bool = False
+    prefetch: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -95,6 +97,12 @@ class StreamingConfig:
         return 4 * (HIST_BINS + CTL_WORDS + self.sample_max) + 8 * self.capacity
 
     @property
+    def resident_ctas(self) -> int:
+        """CTAs per SM the configuration is built for (1024 threads: 1, 512: 2, 256: 4); the
+        register budget is capped accordingly at compile time."""
+        return 1024 // self.threads
+
+    @property
     def workspace_words_per_row(self) -> int:
         """uint32 words of split workspace one row slot needs (0 when not split)."""
         return WS_HEADER_WORDS + 2 * self.capacity if self.split else 0
@@ -114,6 +122,8 @@ class StreamingConfig:
         ]
         if (self.min_hits, self.retry_mult) != (32, 3):
             parts.append(f"h{self.min_hits}r{self.retry_mult}")
+        if self.prefetch:
+            parts.append("pf")
         if self.with_values:
             parts.append("values")
         if self.deterministic:

@@ -21,8 +21,8 @@ Per row (algorithm and invariants in ``docs/kernels.md``; CPU model in
 With ``split``, a row is cut into ``parts`` contiguous chunks, one CTA each. Every CTA computes
 the same sample and rung, streams its chunk, and appends its survivors to the row's slab in a
 global workspace; the last CTA to arrive (a release/acquire counter) selects for the whole row
-and restores the workspace words it used to zero, so the next launch (or graph replay) finds
-them clean. No CTA ever waits for another, so no co-residency is assumed.
+and restores the row's two counters to zero, so the next launch (or graph replay) finds them
+clean (the slab is scratch: only its first ``total`` entries, written in this launch, are read). No CTA ever waits for another, so no co-residency is assumed.
 
 Supported: fp32 logits with unit inner stride, a row stride that is a multiple of 4 elements and
 a 16-byte-aligned base; any ``1 <= k <= config.max_k``; rows up to ``2**26`` scores.
@@ -40,8 +40,8 @@ from gvr_reference.model import Path
 
 from .config import CTL_WORDS, HIST_BINS, WS_HEADER_WORDS, StreamingConfig
 from .device import radix, warp
-from .device.keys import KEY_MAX, NEG_FLT_MAX_BITS, order_key
-from .device.memory import load_coherent, load_scalar, load_vec4, store_u32
+from .device.keys import KEY_MAX, NEG_FLT_MAX_BITS, order_key, stream_threshold, survives
+from .device.memory import load_coherent, load_scalar, load_vec4, prefetch_l2, store_u32
 from .device.ops import DEVICE_OPS
 
 # Control words in shared memory (Int32 view).
@@ -77,8 +77,9 @@ class StreamingTopK:
       prefill: ``row_starts (rows,)`` and ``row_ends (rows,)``; full: both unused.
     - ``out``: int32 ``(rows, k)``, window-local indices, ``-1`` padding.
     - ``values``: fp32 ``(rows, k)`` when ``with_values`` (else any fp32 tensor, unused).
-    - ``workspace``: uint32, at least ``rows * workspace_words_per_row`` words, zero on entry
-      (and restored to zero on exit) when ``split``; else unused.
+    - ``workspace``: uint32, at least ``rows * workspace_words_per_row`` words when ``split``
+      (else unused); each row's 4 header words must be zero on entry and are zero again on
+      exit.
     - ``paths``: int32 ``(rows,)`` path codes when ``record_paths`` (else unused).
     - ``k``, ``next_n``, ``cr_shift`` (``log2(compress_ratio)``), ``parts`` (CTAs per row; 1
       unless ``split``): int32 scalars.
@@ -122,6 +123,10 @@ class StreamingTopK:
             block=[self.threads, 1, 1],
             smem=self.cfg.smem_bytes,
             stream=stream,
+            # The register budget follows the intended residency; the carveout is pinned to
+            # the largest shared-memory share so the residency is not lost to a small L1 split.
+            min_blocks_per_mp=self.cfg.resident_ctas,
+            preferred_smem_carveout=100,
         )
 
     # ------------------------------------------------------------------ device kernel
@@ -325,6 +330,9 @@ class StreamingTopK:
         warp_id = tid // 32
         lane = cute.arch.lane_idx()
         tile = self.threads * self.unroll
+        raw_thr = stream_threshold(thr_key)
+        # Lanes before the window start exist only in vector 0 (prefill rows, lead > 0).
+        lane_ok = [Boolean(q >= lead) for q in range(4)]
         for tb in cutlass.range(v_begin, v_end, tile):
             regs = []
             oks = []
@@ -335,35 +343,47 @@ class StreamingTopK:
                 regs.append(load_vec4(base + Int64(cutlass.select_(ok, v, v_begin)) * Int64(4)))
                 oks.append(ok)
                 vs.append(v)
-            elems = []
-            for u in cutlass.range_constexpr(self.unroll):
-                for q in cutlass.range_constexpr(4):
-                    pos = vs[u] * 4 + q - lead
-                    elems.append((regs[u][q], pos, oks[u] & (pos >= 0)))
-            self._stage_elems(sh, elems, thr_key)
+            if const_expr(self.cfg.prefetch):
+                for u in cutlass.range_constexpr(self.unroll):
+                    v = tb + tile + u * self.threads + tid
+                    if v < v_end:
+                        prefetch_l2(base + Int64(v) * Int64(4))
+            self._stage_tile(sh, regs, oks, vs, lead, lane_ok, raw_thr)
         if own_tail:
             if warp_id == 0:
                 t = tail_start + lane
                 ok = t < n
                 bits = load_scalar(base + (lead + cutlass.select_(ok, t, Int32(0))))
-                self._stage_elems(sh, [(bits, t, ok)], thr_key)
+                sel = ok & survives(bits, raw_thr)
+                self._stage_selected(sh, [(bits, t, sel)])
         cute.arch.barrier()
         return ctl[_CNT]
 
     @cute.jit
-    def _stage_elems(self, sh, elems, thr_key: Uint32):
-        """Warp-aggregated staging of a per-thread list of ``(bits, pos, ok)``."""
+    def _stage_tile(self, sh, regs, oks, vs, lead: Int32, lane_ok, raw_thr: Uint32):
+        """Test a tile's scores (the hot loop: a few integer operations per score), then stage
+        the survivors."""
+        elems = []
+        for u in cutlass.range_constexpr(self.unroll):
+            first = vs[u] == 0
+            for q in cutlass.range_constexpr(4):
+                valid = oks[u] & (lane_ok[q] | ~first)
+                sel = valid & survives(regs[u][q], raw_thr)
+                elems.append((regs[u][q], vs[u] * 4 + q - lead, sel))
+        self._stage_selected(sh, elems)
+
+    @cute.jit
+    def _stage_selected(self, sh, elems):
+        """Warp-aggregated staging of a per-thread list of ``(bits, pos, selected)``.
+
+        Slots come from one shared atomic per warp; a slot at or past the capacity is counted
+        but not written, so overflow is detected without writing out of bounds.
+        """
         hist, ctl, sample, stage_bits, stage_idx = sh
         lane = cute.arch.lane_idx()
         cnt = Int32(0)
-        top = Uint32(0)
-        flags = []
-        for bits, pos, ok in elems:
-            key = order_key(bits)
-            sel = ok & (key >= thr_key)
-            flags.append(sel)
+        for bits, pos, sel in elems:
             cnt = cnt + cutlass.select_(sel, Int32(1), Int32(0))
-            top = Uint32(cutlass.select_(sel & (key > top), key, top))
         if cute.arch.vote_any_sync(cnt > 0):
             incl = warp.inclusive_sum(cnt)
             total = warp.broadcast(incl, Int32(31))
@@ -371,13 +391,15 @@ class StreamingTopK:
             if lane == 31:
                 slot0 = cute.arch.atomic_add(ctl.iterator + _CNT, total)
             slot = warp.broadcast(slot0, Int32(31)) + incl - cnt
+            top = Uint32(0)
             for i in cutlass.range_constexpr(len(elems)):
-                bits, pos, ok = elems[i]
-                if flags[i]:
+                bits, pos, sel = elems[i]
+                if sel:
                     if slot < self.capacity:
                         stage_bits[slot] = bits
                         stage_idx[slot] = pos
                     slot = slot + 1
+                    top = cutlass.max(top, order_key(bits))
             if cnt > 0:
                 max_ptr = cute.recast_ptr(ctl.iterator + _MAXKEY, dtype=Uint32)
                 cute.arch.atomic_max(max_ptr, top)

@@ -46,3 +46,9 @@ def load_coherent(ptr: cute.Pointer) -> Uint32:
 def store_u32(ptr: cute.Pointer, value: Uint32):
     """Store raw 32 bits to global memory (used for fp32 values given as bits)."""
     cute.arch.inline_ptx("st.global.u32 [{$r0}], {$r1};", read_only_args=[ptr, value])
+
+
+@cute.jit
+def prefetch_l2(ptr: cute.Pointer):
+    """Ask L2 to fetch the line holding ``ptr`` (no register, no wait)."""
+    cute.arch.inline_ptx("prefetch.global.L2 [{$r0}];", read_only_args=[ptr])
