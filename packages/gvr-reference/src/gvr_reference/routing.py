@@ -11,8 +11,13 @@ Two time scales, as the decode loop under CUDA graphs needs them:
 
 Nothing here hard-codes a device: SM count, shared memory per block and L2 come from the
 ``DeviceSpec`` the dispatcher reads once per device from the driver. The constants below
-(``SPLIT_MIN_N``, ``MIN_PART_ELEMS``) are tuning choices measured on an H200; see
-``docs/kernels.md`` and ``benchmarks/results/h200/``.
+(``SPLIT_MIN_N``, ``MIN_PART_ELEMS``, ``SMALL_ROW_N``) are tuning choices measured on an H200
+(``tools/device_streaming.py --tune``; the table is in ``benchmarks/results/h200/tune.log``):
+
+- one 1024-thread CTA per row beats a split row up to ``n_env`` = 16384 at every batch, and
+  a split row wins from 65536 on while ``rows * parts`` fits the SMs;
+- past about 16 CTAs per row the split gains little; 8192 scores per CTA is on the plateau;
+- 512-thread CTAs (two per SM) win for rows of 4096 at any batch and once ``rows > SMs``.
 """
 
 from __future__ import annotations
@@ -31,12 +36,15 @@ __all__ = [
     "SPLIT_MIN_N",
     "MIN_PART_ELEMS",
     "MAX_K",
+    "SMALL_ROW_N",
 ]
 
 #: Rows at least this long may be cut across several CTAs when rows are few.
-SPLIT_MIN_N = 16384
+SPLIT_MIN_N = 32768
 #: A split row gives each CTA at least this many scores.
-MIN_PART_ELEMS = 4096
+MIN_PART_ELEMS = 8192
+#: Envelopes at most this long run on 512-thread CTAs (two per SM) at any batch.
+SMALL_ROW_N = 4096
 #: Largest K the kernels serve.
 MAX_K = 2048
 
@@ -147,7 +155,7 @@ def route_static(spec: DeviceSpec, *, rows: int, n_env: int, k: int) -> StaticRo
         config = dict(
             threads=1024, capacity=16384, split=True, unroll=4, aim_mult=3, sample_max=8192
         )
-    elif rows <= s:
+    elif rows <= s and n_env > SMALL_ROW_N:
         config = dict(
             threads=1024, capacity=16384, split=False, unroll=4, aim_mult=2, sample_max=8192
         )

@@ -1,0 +1,182 @@
+"""The integer ladder, the CPU model of the streaming kernel, and the routing math."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gvr_reference.keys import order_key
+from gvr_reference.ladder import PY_OPS, LadderParams, row_plan
+from gvr_reference.model import ModelConfig, Path, narrow_threshold, select_rule, simulate_row
+from gvr_reference.routing import (
+    H200,
+    MIN_PART_ELEMS,
+    SPLIT_MIN_N,
+    DeviceSpec,
+    route_dynamic,
+    route_static,
+)
+
+SINGLE = LadderParams(capacity=16384, aim_mult=2)
+SPLIT = LadderParams(capacity=16384, aim_mult=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, (1 << 26) - 1), k=st.integers(1, 2048), lead=st.integers(0, 3),
+       split=st.booleans())
+def test_row_plan_stays_inside_the_row(n, k, lead, split):
+    p = SPLIT if split else SINGLE
+    plan = row_plan(n, k, lead, p)
+    assert plan.nvec == (lead + n) // 4
+    assert plan.tail_start == max(4 * plan.nvec - lead, 0)
+    if 4 * plan.nvec - lead >= 0:
+        assert 0 <= n - plan.tail_start <= 3
+    if plan.unsampled:
+        assert n <= 4 * k * p.aim_mult
+        return
+    assert 1 <= plan.sample_vecs <= max(plan.nvec, 1)
+    assert 4 * plan.sample_vecs <= p.sample_max
+    # the last sampled vector is a whole vector of the row
+    assert (plan.sample_vecs - 1) * plan.sample_step < plan.nvec
+    assert 1 <= plan.j1 <= plan.j2 <= 4 * plan.sample_vecs
+    # int32 safety of the products the device evaluates
+    assert k * p.aim_mult * 4 * plan.sample_vecs < 2**31
+
+
+def test_row_plan_ops_are_pluggable():
+    calls = []
+
+    def spy(name, fn):
+        def wrapped(*a):
+            calls.append(name)
+            return fn(*a)
+
+        return wrapped
+
+    class Ops:
+        min = staticmethod(spy("min", min))
+        max = staticmethod(spy("max", max))
+        select = PY_OPS.select
+
+    assert row_plan(100000, 512, 1, SINGLE, Ops()) == row_plan(100000, 512, 1, SINGLE)
+    assert {"min", "max"} <= set(calls)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_select_rule_is_exact(data):
+    n = data.draw(st.integers(1, 400))
+    pool = data.draw(st.sampled_from(["wide", "ties", "tiny"]))
+    if pool == "wide":
+        keys = np.array(data.draw(st.lists(st.integers(0, 2**32 - 1), min_size=n, max_size=n)),
+                        np.uint32)
+    elif pool == "ties":
+        keys = np.array(data.draw(st.lists(st.sampled_from([0, 5, 0x80000000, 0xFFFFFFFF]),
+                                           min_size=n, max_size=n)), np.uint32)
+    else:
+        keys = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)),
+                        np.uint32)
+    k = data.draw(st.integers(1, n))
+    thr, need_eq = select_rule(keys, k)
+    assert int((keys > thr).sum()) == k - need_eq
+    assert int((keys == thr).sum()) >= need_eq
+    kth = np.sort(keys)[::-1][k - 1]
+    assert need_eq == 0 or thr == kth
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=300), data=st.data())
+def test_narrow_threshold_brackets_the_rank(keys, data):
+    keys = np.array(keys, np.uint32)
+    j = data.draw(st.integers(1, keys.size))
+    t, reached = narrow_threshold(keys, j)
+    assert reached == int((keys >= t).sum())
+    assert reached >= j
+    # either within 2j, or the rung is a single key whose tie class makes it larger
+    assert reached <= 2 * j or int((keys > t).sum()) < j
+
+
+def _sampled(n, k, p):
+    plan = row_plan(n, k, 0, p)
+    t = np.arange(plan.sample_vecs) * plan.sample_step
+    return (t[:, None] * 4 + np.arange(4)).reshape(-1), plan
+
+
+@pytest.mark.parametrize("parts", [1, 8])
+def test_model_reaches_every_path(parts):
+    p = SPLIT if parts > 1 else SINGLE
+    cfg = ModelConfig(p, parts=parts)
+    k, n = 2048, 131072
+    rng = np.random.default_rng(0)
+    pos, plan = _sampled(n, k, p)
+    base = rng.standard_normal(n).astype(np.float32)
+
+    def path(x):
+        return simulate_row(x, k, cfg).path
+
+    assert path(base[: k - 3]) == Path.SHORT
+    assert path(base[: 3 * k]) == Path.UNSAMPLED
+    assert path(base) == Path.FIRST
+    huge = base.copy()
+    huge[pos] = 1000 + np.arange(pos.size, dtype=np.float32)
+    assert path(huge) == Path.RESCUE_UNDERESTIMATE
+    flood = base.copy()
+    flood[rng.random(n) < 0.3] = 7.0
+    assert path(flood) == Path.RESCUE_OVERFLOW
+    top = base.copy()
+    top[pos[: plan.j1]] = 1000 + np.arange(plan.j1, dtype=np.float32)
+    assert path(top) == (Path.RETRY if parts == 1 else Path.RESCUE_UNDERESTIMATE)
+
+
+def test_model_counts_match_the_keys():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(70000).astype(np.float32)
+    trace = simulate_row(x, 512, ModelConfig(SINGLE))
+    assert trace.path == Path.FIRST
+    assert trace.count1 == int((order_key(x) >= trace.t1).sum())
+    assert 512 <= trace.count1 <= SINGLE.capacity
+
+
+def test_route_static_policy():
+    s = H200.sm_count
+    r = route_static(H200, rows=1, n_env=262144, k=2048)
+    assert r.parts == min(s, 262144 // MIN_PART_ELEMS) and r.config["split"]
+    assert route_static(H200, rows=1, n_env=4096, k=512).config["threads"] == 512
+    assert r.grid == r.parts and r.workspace_words == 4 + 2 * r.config["capacity"]
+    assert route_static(H200, rows=1, n_env=SPLIT_MIN_N - 1, k=512).parts == 1
+    assert route_static(H200, rows=s // 2 + 1, n_env=262144, k=512).parts == 1
+    assert route_static(H200, rows=s, n_env=262144, k=512).config["threads"] == 1024
+    assert route_static(H200, rows=s + 1, n_env=262144, k=512).config["threads"] == 512
+    for rows in (1, 2, 7, 33, 66):
+        rt = route_static(H200, rows=rows, n_env=1 << 20, k=1024)
+        assert rt.parts * rows <= s
+    assert route_static(H200, rows=3, n_env=99999, k=7) == route_static(
+        H200, rows=3, n_env=99999, k=7
+    )
+
+
+def test_route_static_follows_the_device():
+    small = DeviceSpec("small", "sm_90a", 40, 232448, 233472)
+    assert route_static(small, rows=10, n_env=262144, k=512).parts == 4
+    assert route_static(small, rows=41, n_env=262144, k=512).config["threads"] == 512
+    tiny_smem = DeviceSpec("tiny", "sm_90a", 40, 101376, 102400)
+    r = route_static(tiny_smem, rows=100, n_env=262144, k=512)
+    assert r.smem_bytes <= tiny_smem.smem_per_block
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [(dict(rows=0, n_env=10, k=1), "rows"), (dict(rows=1, n_env=0, k=1), "n_env"),
+     (dict(rows=1, n_env=1 << 26, k=1), "n_env"), (dict(rows=1, n_env=10, k=0), "k"),
+     (dict(rows=1, n_env=10, k=2049), "k")],
+)
+def test_route_static_rejects_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        route_static(H200, **kwargs)
+
+
+def test_route_dynamic_is_the_ladder():
+    r = route_static(H200, rows=4, n_env=262144, k=1024)
+    assert route_dynamic(r, 123457, 1024, lead=2) == row_plan(123457, 1024, 2, r.ladder)
