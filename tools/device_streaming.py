@@ -262,6 +262,44 @@ def bench(kern, g, out_dir):
         Path(out_dir, "bench.json").write_text(json.dumps(results, indent=1))
 
 
+def tune(kern, g):
+    """Timings of configuration variants (cheap to run, pick by measurement): CTA size and
+    L2 prefetch for single-CTA rows, CTAs per split row."""
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device=DEV)
+    val = torch.empty((1, 1), dtype=torch.float32, device=DEV)
+    pth = torch.empty((1,), dtype=torch.int32, device=DEV)
+    variants = {
+        "t1024": dict(threads=1024, capacity=16384),
+        "t1024pf": dict(threads=1024, capacity=16384, prefetch=True),
+        "t512": dict(threads=512, capacity=8192),
+        "t512pf": dict(threads=512, capacity=8192, prefetch=True),
+    }
+    for k in (512, 2048):
+        for n in (4096, 16384, 65536, 262144):
+            for b in (1, 4, 16, 32, 64, 128, 256, 512, 1024):
+                if b * n > (1 << 28):
+                    continue
+                x = torch.randn(b, n, generator=g, device=DEV)
+                kv = torch.full((b,), n, dtype=torch.int32, device=DEV)
+                out = torch.empty((b, k), dtype=torch.int32, device=DEV)
+                ws = workspace(b * (4 + 2 * 16384))
+                row = []
+                for name, core in variants.items():
+                    fn = kern.get(StreamingConfig(mode="decode", **core))
+                    t = timeit(lambda: fn(x, kv, kv, out, val, ws, pth, k, 1, 0, 1), flush, 10)
+                    row.append(f"{name}:{t:.1f}")
+                for pf in (False, True):
+                    fn = kern.get(StreamingConfig(mode="decode", threads=1024, capacity=16384,
+                                                  split=True, aim_mult=3, prefetch=pf))
+                    for parts in (2, 4, 8, 16, 32):
+                        if b * parts > SPEC.sm_count:
+                            continue
+                        t = timeit(lambda: fn(x, kv, kv, out, val, ws, pth, k, 1, 0, parts),
+                                   flush, 10)
+                        row.append(f"{'q' if pf else 'p'}{parts}:{t:.1f}")
+                print(f"tune k={k} n={n} b={b} " + " ".join(row), flush=True)
+
+
 def timeit(fn, flush, reps=20):
     times = []
     for _ in range(reps):
@@ -284,6 +322,10 @@ def main():
     ap.add_argument("--paths", action="store_true")
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--small", action="store_true", help="one small case per launch shape")
+    ap.add_argument("--sanitize", action="store_true",
+                    help="tiny cases of each launch shape (single, split, prefill) for "
+                         "compute-sanitizer")
+    ap.add_argument("--tune", action="store_true", help="routing-constant timings")
     ap.add_argument("--out", default=None)
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
@@ -300,6 +342,11 @@ def main():
         rows += case_decode(kern, g, 512, 1, 70000, "gaussian")
         rows += case_decode(kern, g, 512, 2, 70000, "two_valued", det=True, values=True)
         rows += case_prefill(kern, g, 512, 8, 9000, "gaussian", values=True)
+    if args.sanitize:
+        rows += case_decode(kern, g, 512, 2, 12000, "gaussian", values=True)  # single CTA
+        rows += case_decode(kern, g, 512, 1, 40000, "gaussian")  # split rows
+        rows += case_decode(kern, g, 512, 1, 40000, "two_valued", det=True)  # split + rescue
+        rows += case_prefill(kern, g, 512, 4, 5001, "gaussian", values=True)  # prefill
     if args.check:
         for k in (512, 1024, 2048):
             for n, b in ((4096, 64), (16384, 16), (65536, 8), (262144, 2), (262144, 1),
@@ -330,6 +377,8 @@ def main():
         print("FAIL", f)
     if args.bench:
         bench(kern, g, args.out)
+    if args.tune:
+        tune(kern, g)
     sys.exit(1 if FAILS else 0)
 
 

@@ -1,0 +1,70 @@
+"""Every configuration the router can choose compiles for sm_90a and sm_100a, with no spills.
+
+The kernels are compiled from fake tensors on this (GPU-less) machine, exported, and their
+embedded cubins read with cuobjdump: registers must fit the intended residency and nothing may
+land in local memory or a stack frame.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+
+import pytest
+
+pytest.importorskip("cutlass")
+
+from gvr_kernels.audit import find_cuobjdump  # noqa: E402
+from gvr_kernels.config import StreamingConfig  # noqa: E402
+from gvr_kernels.library import COMPILE_TARGETS, routable_configs  # noqa: E402
+
+CASES = [(cfg, arch) for arch, spec in COMPILE_TARGETS.items() for cfg in routable_configs(spec)]
+#: CTAs each configuration is meant to keep resident per SM.
+RESIDENT = {1024: 1, 512: 2, 256: 4}
+
+
+def _audit(case):
+    cfg, arch = case
+    from gvr_kernels.audit import audit_config
+
+    return [asdict(u) for u in audit_config(cfg, arch)]
+
+
+@pytest.fixture(scope="module")
+def audits():
+    if find_cuobjdump() is None:
+        pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 2, mp_context=ctx) as pool:
+        return dict(zip(CASES, pool.map(_audit, CASES)))
+
+
+def test_router_covers_three_cores():
+    names = {cfg.name for cfg, _ in CASES}
+    assert len(names) == len({(c.name, a) for c, a in CASES}) // len(COMPILE_TARGETS)
+    assert any(c.split for c, _ in CASES) and any(not c.split for c, _ in CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{a}-{c.name}" for c, a in CASES])
+def test_compiles_without_spills(audits, case):
+    cfg, arch = case
+    usage = audits[case]
+    assert len(usage) == 1, usage
+    u = usage[0]
+    assert u["local"] == 0 and u["stack"] == 0, f"{cfg.name} on {arch} spills: {u}"
+    resident = RESIDENT[cfg.threads]
+    assert u["registers"] * cfg.threads * resident <= 65536, u
+    spec = COMPILE_TARGETS[arch]
+    assert resident * (cfg.smem_bytes + u["shared"]) <= spec.smem_per_sm
+    assert cfg.smem_bytes <= spec.smem_per_block
+
+
+def test_invalid_configs_are_rejected():
+    with pytest.raises(ValueError, match="mode"):
+        StreamingConfig(mode="sideways")
+    with pytest.raises(ValueError, match="threads"):
+        StreamingConfig(threads=300)
+    with pytest.raises(ValueError, match="sample_max"):
+        StreamingConfig(threads=1024, sample_max=1000)
