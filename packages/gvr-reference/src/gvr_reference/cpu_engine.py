@@ -27,8 +27,12 @@ __all__ = ["decode", "prefill", "dense", "topk_windows", "warmup"]
 
 logger = logging.getLogger(__name__)
 
-_SERIAL_WORK = 1 << 17
-"""Calls with fewer elements in all their windows than this run on the calling thread."""
+_SERIAL_WORK = 1 << 20
+"""Calls with fewer elements in all their windows than this run on the calling thread.
+
+Such a call takes well under a millisecond on one core; waking the thread pool would save at
+most half of that, and when another process holds the other cores the pool's barrier can wait
+a whole scheduler time slice (about 10 ms) for a descheduled worker."""
 
 
 def _run(
@@ -66,8 +70,7 @@ def _run(
 
     if rows:
         flat, row_stride = flat_rows(logits)
-        # Waking the thread pool costs more than it saves on a small call, and one row gains
-        # nothing from it.
+        # One row gains nothing from the thread pool, and a small call loses (_SERIAL_WORK).
         args = (flat.view(np.int32), flat, row_stride, starts, lengths, k, idx, vbits)
         if rows == 1 or int(lengths.sum()) < _SERIAL_WORK:
             topk_rows_serial(*args, want_values, sort_desc)
