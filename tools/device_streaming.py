@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 import torch
-
 from gvr_kernels.config import StreamingConfig
 from gvr_kernels.testing import check_windows, families, poison_beyond
 from gvr_reference.ladder import row_plan
-from gvr_reference.model import ModelConfig, Path as KPath, simulate_row
+from gvr_reference.model import ModelConfig, simulate_row
+from gvr_reference.model import Path as KPath
 from gvr_reference.routing import DeviceSpec, route_static
 
 DEV = torch.device("cuda")
@@ -34,8 +34,15 @@ def device_spec() -> DeviceSpec:
     p = torch.cuda.get_device_properties(0)
     smem_block = getattr(p, "shared_memory_per_block_optin", 232448)
     smem_sm = getattr(p, "shared_memory_per_multiprocessor", 233472)
-    return DeviceSpec(p.name, f"sm_{p.major}{p.minor}a", p.multi_processor_count, smem_block,
-                      smem_sm, 8, getattr(p, "L2_cache_size", 50 << 20))
+    return DeviceSpec(
+        p.name,
+        f"sm_{p.major}{p.minor}a",
+        p.multi_processor_count,
+        smem_block,
+        smem_sm,
+        8,
+        getattr(p, "L2_cache_size", 50 << 20),
+    )
 
 
 class Kernels:
@@ -70,21 +77,47 @@ def workspace(words: int):
     return WS[key]
 
 
-def run(kern, mode, logits, a, b, k, *, next_n=1, cr=1, values=False, det=False, paths=False,
-        n_env=None, route=None):
+def run(
+    kern,
+    mode,
+    logits,
+    a,
+    b,
+    k,
+    *,
+    next_n=1,
+    cr=1,
+    values=False,
+    det=False,
+    paths=False,
+    n_env=None,
+    route=None,
+):
     rows = logits.shape[0]
     if route is None:
         route = route_static(SPEC, rows=rows, n_env=n_env or logits.shape[1], k=k)
-    cfg = StreamingConfig(mode=mode, with_values=values, deterministic=det, record_paths=paths,
-                          **route.config)
+    cfg = StreamingConfig(
+        mode=mode, with_values=values, deterministic=det, record_paths=paths, **route.config
+    )
     fn = kern.get(cfg)
     out = torch.full((rows, k), 0x7FFFFFFF, dtype=torch.int32, device=DEV)
     val = torch.full((rows, k) if values else (1, 1), 7.0, dtype=torch.float32, device=DEV)
     pth = torch.full((rows if paths else 1,), -7, dtype=torch.int32, device=DEV)
     ws = workspace(route.workspace_words)
     dummy = torch.zeros(1, dtype=torch.int32, device=DEV)
-    fn(logits, a if a is not None else dummy, b if b is not None else dummy, out, val, ws, pth,
-       k, next_n, int(math.log2(cr)), route.parts)
+    fn(
+        logits,
+        a if a is not None else dummy,
+        b if b is not None else dummy,
+        out,
+        val,
+        ws,
+        pth,
+        k,
+        next_n,
+        int(math.log2(cr)),
+        route.parts,
+    )
     return out, (val if values else None), (pth if paths else None), route
 
 
@@ -106,18 +139,32 @@ def report(tag, ok, extra=""):
     return ok.numel()
 
 
-def case_decode(kern, g, k, b, n, family, *, next_n=1, cr=1, values=False, det=False,
-                ragged=False, stride_pad=0, width=None):
+def case_decode(
+    kern,
+    g,
+    k,
+    b,
+    n,
+    family,
+    *,
+    next_n=1,
+    cr=1,
+    values=False,
+    det=False,
+    ragged=False,
+    stride_pad=0,
+    width=None,
+):
     width = width or n
     rows = b * next_n
     alloc = -(-(width + stride_pad) // 4) * 4
     full = families(family, rows, alloc, k, g)
     logits = full[:, :width]
     if ragged:
-        kv = torch.randint(0, width * cr + next_n + 1, (b,), generator=g, device=DEV,
-                           dtype=torch.int32)
-        special = [0, 1, next_n - 1, k * cr + next_n - 1, (k + 1) * cr + next_n - 1,
-                   width * cr + 7]
+        kv = torch.randint(
+            0, width * cr + next_n + 1, (b,), generator=g, device=DEV, dtype=torch.int32
+        )
+        special = [0, 1, next_n - 1, k * cr + next_n - 1, (k + 1) * cr + next_n - 1, width * cr + 7]
         for i in range(min(len(special), b)):
             kv[i] = max(special[i], 0)
     else:
@@ -125,13 +172,27 @@ def case_decode(kern, g, k, b, n, family, *, next_n=1, cr=1, values=False, det=F
     lengths = decode_lengths(kv, next_n, cr, width)
     starts = torch.zeros_like(lengths)
     poison_beyond(full, starts, lengths)
-    out, val, _, route = run(kern, "decode", logits, kv, None, k, next_n=next_n, cr=cr,
-                             values=values, det=det, n_env=width)
+    out, val, _, route = run(
+        kern,
+        "decode",
+        logits,
+        kv,
+        None,
+        k,
+        next_n=next_n,
+        cr=cr,
+        values=values,
+        det=det,
+        n_env=width,
+    )
     ok = check_windows(logits, starts, lengths, k, out, val)
     if det:
         ok &= det_check(logits, starts, lengths, k, out)
-    return report(f"decode k={k} b={b} n={n} {family} nn={next_n} cr={cr} v={values} det={det} "
-                  f"ragged={ragged} pad={stride_pad} parts={route.parts}", ok)
+    return report(
+        f"decode k={k} b={b} n={n} {family} nn={next_n} cr={cr} v={values} det={det} "
+        f"ragged={ragged} pad={stride_pad} parts={route.parts}",
+        ok,
+    )
 
 
 def det_check(logits, starts, lengths, k, out):
@@ -159,13 +220,15 @@ def case_prefill(kern, g, k, rows, width, family, *, values=False, det=False):
     e[:4] = torch.tensor([width, width - 1, 3 + k, k], device=DEV)[: min(4, rows)]
     lengths = e - s
     poison_beyond(arena, s, lengths)
-    out, val, _, route = run(kern, "prefill", full, s.to(torch.int32), e.to(torch.int32), k,
-                             values=values, det=det)
+    out, val, _, route = run(
+        kern, "prefill", full, s.to(torch.int32), e.to(torch.int32), k, values=values, det=det
+    )
     ok = check_windows(full, s, lengths, k, out, val)
     if det:
         ok &= det_check(full, s, lengths, k, out)
-    return report(f"prefill k={k} rows={rows} w={width} {family} v={values} det={det} "
-                  f"parts={route.parts}", ok)
+    return report(
+        f"prefill k={k} rows={rows} w={width} {family} v={values} det={det} parts={route.parts}", ok
+    )
 
 
 def sample_positions(n, k, params, lead=0):
@@ -208,12 +271,16 @@ def case_paths(kern, g):
         out, _, pth, _ = run(kern, "decode", x, kv, None, k, paths=True, route=route)
         ok = check_windows(x, torch.zeros_like(lengths), lengths, k, out)
         xs = x.cpu().numpy()
-        want = torch.tensor([int(simulate_row(xs[r, : int(lengths[r])], k, mcfg).path)
-                             for r in range(b)], device=DEV, dtype=torch.int32)
+        want = torch.tensor(
+            [int(simulate_row(xs[r, : int(lengths[r])], k, mcfg).path) for r in range(b)],
+            device=DEV,
+            dtype=torch.int32,
+        )
         agree = pth == want
         seen = sorted({KPath(int(v)).name for v in want.tolist()})
-        total += report(f"paths split={split} seen={seen}", ok & agree,
-                        f"disagree={(~agree).sum().item()}")
+        total += report(
+            f"paths split={split} seen={seen}", ok & agree, f"disagree={(~agree).sum().item()}"
+        )
         if not bool(agree.all()):
             bad = (~agree).nonzero().flatten()[:5].tolist()
             print("   kernel", [int(pth[i]) for i in bad], "model", [int(want[i]) for i in bad])
@@ -245,16 +312,35 @@ def bench(kern, g, out_dir):
                     torch.topk(x, k, dim=1, sorted=False)
 
                 ours()
-                ok = bool(check_windows(x, torch.zeros(b, device=DEV, dtype=torch.int64),
-                                        torch.full((b,), n, device=DEV), k, out).all())
+                ok = bool(
+                    check_windows(
+                        x,
+                        torch.zeros(b, device=DEV, dtype=torch.int64),
+                        torch.full((b,), n, device=DEV),
+                        k,
+                        out,
+                    ).all()
+                )
                 t_ours = timeit(ours, flush)
                 t_torch = timeit(theirs, flush)
-                rec = dict(k=k, n=n, b=b, parts=route.parts, threads=route.config["threads"],
-                           gvr_us=t_ours, torch_us=t_torch, speedup=t_torch / t_ours, exact=ok)
+                rec = dict(
+                    k=k,
+                    n=n,
+                    b=b,
+                    parts=route.parts,
+                    threads=route.config["threads"],
+                    gvr_us=t_ours,
+                    torch_us=t_torch,
+                    speedup=t_torch / t_ours,
+                    exact=ok,
+                )
                 results.append(rec)
-                print(f"bench k={k:5d} n={n:7d} b={b:4d} parts={route.parts:3d} "
-                      f"gvr={t_ours:9.1f}us torch={t_torch:9.1f}us x{t_torch / t_ours:6.2f} "
-                      f"exact={ok}", flush=True)
+                print(
+                    f"bench k={k:5d} n={n:7d} b={b:4d} parts={route.parts:3d} "
+                    f"gvr={t_ours:9.1f}us torch={t_torch:9.1f}us x{t_torch / t_ours:6.2f} "
+                    f"exact={ok}",
+                    flush=True,
+                )
     sp = [r["speedup"] for r in results]
     geo = math.exp(sum(math.log(s) for s in sp) / len(sp))
     print(f"bench geomean x{geo:.2f} min x{min(sp):.2f} cells={len(sp)}")
@@ -289,13 +375,22 @@ def tune(kern, g):
                     t = timeit(lambda: fn(x, kv, kv, out, val, ws, pth, k, 1, 0, 1), flush, 10)
                     row.append(f"{name}:{t:.1f}")
                 for pf in (False, True):
-                    fn = kern.get(StreamingConfig(mode="decode", threads=1024, capacity=16384,
-                                                  split=True, aim_mult=3, prefetch=pf))
+                    fn = kern.get(
+                        StreamingConfig(
+                            mode="decode",
+                            threads=1024,
+                            capacity=16384,
+                            split=True,
+                            aim_mult=3,
+                            prefetch=pf,
+                        )
+                    )
                     for parts in (2, 4, 8, 16, 32):
                         if b * parts > SPEC.sm_count:
                             continue
-                        t = timeit(lambda: fn(x, kv, kv, out, val, ws, pth, k, 1, 0, parts),
-                                   flush, 10)
+                        t = timeit(
+                            lambda: fn(x, kv, kv, out, val, ws, pth, k, 1, 0, parts), flush, 10
+                        )
                         row.append(f"{'q' if pf else 'p'}{parts}:{t:.1f}")
                 print(f"tune k={k} n={n} b={b} " + " ".join(row), flush=True)
 
@@ -322,9 +417,11 @@ def main():
     ap.add_argument("--paths", action="store_true")
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--small", action="store_true", help="one small case per launch shape")
-    ap.add_argument("--sanitize", action="store_true",
-                    help="tiny cases of each launch shape (single, split, prefill) for "
-                         "compute-sanitizer")
+    ap.add_argument(
+        "--sanitize",
+        action="store_true",
+        help="tiny cases of each launch shape (single, split, prefill) for compute-sanitizer",
+    )
     ap.add_argument("--tune", action="store_true", help="routing-constant timings")
     ap.add_argument("--out", default=None)
     ap.add_argument("--seed", type=int, default=None)
@@ -349,22 +446,53 @@ def main():
         rows += case_prefill(kern, g, 512, 4, 5001, "gaussian", values=True)  # prefill
     if args.check:
         for k in (512, 1024, 2048):
-            for n, b in ((4096, 64), (16384, 16), (65536, 8), (262144, 2), (262144, 1),
-                         (30000, 200), (9000, 600)):
+            for n, b in (
+                (4096, 64),
+                (16384, 16),
+                (65536, 8),
+                (262144, 2),
+                (262144, 1),
+                (30000, 200),
+                (9000, 600),
+            ):
                 rows += case_decode(kern, g, k, b, n, "gaussian")
-            for fam in ("dsa_like", "quantized", "two_valued", "constant", "pos_inf",
-                        "many_pos_inf", "neg_inf", "nan", "denormals", "signed_zero",
-                        "hidden_peaks", "position_skew", "near_flt_max"):
+            for fam in (
+                "dsa_like",
+                "quantized",
+                "two_valued",
+                "constant",
+                "pos_inf",
+                "many_pos_inf",
+                "neg_inf",
+                "nan",
+                "denormals",
+                "signed_zero",
+                "hidden_peaks",
+                "position_skew",
+                "near_flt_max",
+            ):
                 rows += case_decode(kern, g, k, 24, 50000, fam, ragged=True)
                 rows += case_decode(kern, g, k, 2, 200000, fam)
             for nn in (1, 2, 3, 4):
                 for cr in (1, 4):
-                    rows += case_decode(kern, g, k, 40, 40000, "gaussian", next_n=nn, cr=cr,
-                                        ragged=True, stride_pad=8, width=40003)
+                    rows += case_decode(
+                        kern,
+                        g,
+                        k,
+                        40,
+                        40000,
+                        "gaussian",
+                        next_n=nn,
+                        cr=cr,
+                        ragged=True,
+                        stride_pad=8,
+                        width=40003,
+                    )
             rows += case_decode(kern, g, k, 1024, 5000, "gaussian", ragged=True)
             rows += case_decode(kern, g, k, 3, 100000, "quantized", values=True, det=True)
-            rows += case_decode(kern, g, k, 300, 12000, "two_valued", values=True, det=True,
-                                ragged=True)
+            rows += case_decode(
+                kern, g, k, 300, 12000, "two_valued", values=True, det=True, ragged=True
+            )
             rows += case_prefill(kern, g, k, 100, 30001, "gaussian", values=True)
             rows += case_prefill(kern, g, k, 300, 9000, "quantized", det=True)
         rows += case_prefill(kern, g, 512, 70000, 700, "gaussian")

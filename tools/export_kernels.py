@@ -38,8 +38,16 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO)
     configs = list(routable_configs())
     if args.set == "device-tests":
-        bases = {StreamingConfig(mode="decode", **{f: getattr(c, f) for f in (
-            "threads", "capacity", "split", "unroll", "aim_mult", "sample_max")}) for c in configs}
+        bases = {
+            StreamingConfig(
+                mode="decode",
+                **{
+                    f: getattr(c, f)
+                    for f in ("threads", "capacity", "split", "unroll", "aim_mult", "sample_max")
+                },
+            )
+            for c in configs
+        }
         configs += [StreamingConfig(**{**c.__dict__, "record_paths": True}) for c in bases]
     import json
     from dataclasses import asdict

@@ -38,7 +38,7 @@ def audits():
         pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=os.cpu_count() or 2, mp_context=ctx) as pool:
-        return dict(zip(CASES, pool.map(_audit, CASES)))
+        return dict(zip(CASES, pool.map(_audit, CASES), strict=True))
 
 
 def test_router_covers_three_cores():

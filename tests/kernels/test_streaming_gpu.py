@@ -13,7 +13,6 @@ import time
 
 import numpy as np
 import pytest
-
 from gvr_reference import validate
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import ModelConfig, Path, simulate_row
@@ -28,8 +27,19 @@ torch = pytest.importorskip("torch")
 SEED = int(os.environ.get("GVR_TEST_SEED", time.time_ns() % (1 << 31)))
 ROWS_CHECKED = {"n": 0}
 FAMILIES = (
-    "gaussian", "dsa_like", "tie_flood", "two_valued", "constant", "hidden_peaks",
-    "position_skew", "pos_inf", "neg_inf", "denormals", "signed_zero", "nan", "quantized",
+    "gaussian",
+    "dsa_like",
+    "tie_flood",
+    "two_valued",
+    "constant",
+    "hidden_peaks",
+    "position_skew",
+    "pos_inf",
+    "neg_inf",
+    "denormals",
+    "signed_zero",
+    "nan",
+    "quantized",
     "near_flt_max",
 )
 
@@ -89,13 +99,22 @@ DECODE = [
 ]
 
 
-@pytest.mark.parametrize("case", DECODE, ids=[f"k{c[0]}-b{c[1]}-n{c[2]}-nn{c[3]}-cr{c[4]}-{c[5]}"
-                                              for c in DECODE])
+@pytest.mark.parametrize(
+    "case", DECODE, ids=[f"k{c[0]}-b{c[1]}-n{c[2]}-nn{c[3]}-cr{c[4]}-{c[5]}" for c in DECODE]
+)
 def test_decode_exact(kp, case):
     k, b, width, nn, cr, family, lengths = case
-    batch = make_decode_batch(rng(1, *case[:5]), batch=b, next_n=nn, compress_ratio=cr, k=k,
-                              width=width, row_stride=padded_stride(width) + 4, family=family,
-                              lengths=lengths)
+    batch = make_decode_batch(
+        rng(1, *case[:5]),
+        batch=b,
+        next_n=nn,
+        compress_ratio=cr,
+        k=k,
+        width=width,
+        row_stride=padded_stride(width) + 4,
+        family=family,
+        lengths=lengths,
+    )
     _, logits = to_device(batch)
     kv = torch.from_numpy(batch.kv_lens).cuda()
     out, _, _, _ = kp.launch("decode", logits, kv, None, k, next_n=nn, cr=cr)
@@ -107,9 +126,15 @@ def test_decode_exact(kp, case):
 def test_families_exact(kp, family, k):
     """Every value family, short and long rows, one and several CTAs per row."""
     for b, width, lengths in ((24, 60000, "ragged"), (2, 200003, "full"), (40, 9000, "edge")):
-        batch = make_decode_batch(rng(2, k, b, FAMILIES.index(family)), batch=b, k=k,
-                                  width=width, row_stride=padded_stride(width), family=family,
-                                  lengths=lengths)
+        batch = make_decode_batch(
+            rng(2, k, b, FAMILIES.index(family)),
+            batch=b,
+            k=k,
+            width=width,
+            row_stride=padded_stride(width),
+            family=family,
+            lengths=lengths,
+        )
         _, logits = to_device(batch)
         kv = torch.from_numpy(batch.kv_lens).cuda()
         out, _, _, _ = kp.launch("decode", logits, kv, None, k)
@@ -119,11 +144,21 @@ def test_families_exact(kp, family, k):
 @pytest.mark.parametrize("det", [False, True])
 @pytest.mark.parametrize("k", [512, 2048])
 def test_values_and_tie_modes(kp, k, det):
-    for b, width, family in ((3, 150000, "quantized"), (300, 12000, "two_valued"),
-                             (64, 40000, "signed_zero"), (16, 30000, "nan")):
-        batch = make_decode_batch(rng(3, k, b, det), batch=b, k=k, width=width,
-                                  row_stride=padded_stride(width), family=family,
-                                  lengths="ragged")
+    for b, width, family in (
+        (3, 150000, "quantized"),
+        (300, 12000, "two_valued"),
+        (64, 40000, "signed_zero"),
+        (16, 30000, "nan"),
+    ):
+        batch = make_decode_batch(
+            rng(3, k, b, det),
+            batch=b,
+            k=k,
+            width=width,
+            row_stride=padded_stride(width),
+            family=family,
+            lengths="ragged",
+        )
         _, logits = to_device(batch)
         kv = torch.from_numpy(batch.kv_lens).cuda()
         out, val, _, _ = kp.launch("decode", logits, kv, None, k, values=True, det=det)
@@ -132,12 +167,20 @@ def test_values_and_tie_modes(kp, k, det):
 
 @pytest.mark.parametrize("k", [512, 1024, 2048])
 def test_prefill_misaligned_windows(kp, k):
-    for rows, width, family, values in ((200, 30001, "gaussian", True),
-                                        (300, 9000, "quantized", False),
-                                        (8, 262147, "dsa_like", True)):
-        batch = make_prefill_batch(rng(4, k, rows), rows=rows, k=k, width=width,
-                                   row_stride=padded_stride(width), family=family,
-                                   misaligned=True)
+    for rows, width, family, values in (
+        (200, 30001, "gaussian", True),
+        (300, 9000, "quantized", False),
+        (8, 262147, "dsa_like", True),
+    ):
+        batch = make_prefill_batch(
+            rng(4, k, rows),
+            rows=rows,
+            k=k,
+            width=width,
+            row_stride=padded_stride(width),
+            family=family,
+            misaligned=True,
+        )
         _, logits = to_device(batch)
         s = torch.from_numpy(batch.row_starts).cuda()
         e = torch.from_numpy(batch.row_ends).cuda()
@@ -147,19 +190,31 @@ def test_prefill_misaligned_windows(kp, k):
 
 def test_prefill_more_than_65535_rows(kp):
     k = 512
-    batch = make_prefill_batch(rng(5), rows=70001, k=k, width=701, row_stride=704,
-                               family="gaussian", misaligned=True)
+    batch = make_prefill_batch(
+        rng(5), rows=70001, k=k, width=701, row_stride=704, family="gaussian", misaligned=True
+    )
     _, logits = to_device(batch)
-    out, _, _, _ = kp.launch("prefill", logits, torch.from_numpy(batch.row_starts).cuda(),
-                             torch.from_numpy(batch.row_ends).cuda(), k)
+    out, _, _, _ = kp.launch(
+        "prefill",
+        logits,
+        torch.from_numpy(batch.row_starts).cuda(),
+        torch.from_numpy(batch.row_ends).cuda(),
+        k,
+    )
     check(batch, out)
 
 
 @pytest.mark.parametrize("k", [512, 2048])
 def test_full_rows(kp, k):
     for rows, width in ((5, 100003), (200, 10001)):
-        batch = make_dense_batch(rng(6, k, rows), rows=rows, k=k, width=width,
-                                 row_stride=padded_stride(width), family="gaussian")
+        batch = make_dense_batch(
+            rng(6, k, rows),
+            rows=rows,
+            k=k,
+            width=width,
+            row_stride=padded_stride(width),
+            family="gaussian",
+        )
         _, logits = to_device(batch)
         out, val, _, _ = kp.launch("full", logits, None, None, k, values=True)
         check(batch, out, val)
@@ -199,12 +254,18 @@ def test_forced_paths_match_the_model(kp, split):
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     want = np.array([int(simulate_row(x[r, : kv[r]], k, mcfg).path) for r in range(b)])
     logits = torch.from_numpy(x).cuda()
-    out, _, paths, _ = kp.launch("decode", logits, torch.from_numpy(kv).cuda(), None, k,
-                                 paths=True, route=route)
+    out, _, paths, _ = kp.launch(
+        "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True, route=route
+    )
     got = paths.cpu().numpy()
     assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
-    expected = {Path.FIRST, Path.RESCUE_UNDERESTIMATE, Path.RESCUE_OVERFLOW, Path.SHORT,
-                Path.UNSAMPLED} | (set() if split else {Path.RETRY})
+    expected = {
+        Path.FIRST,
+        Path.RESCUE_UNDERESTIMATE,
+        Path.RESCUE_OVERFLOW,
+        Path.SHORT,
+        Path.UNSAMPLED,
+    } | (set() if split else {Path.RETRY})
     assert expected <= {Path(int(v)) for v in want}
     report = validate.check_topk(x, windows, k, out.cpu().numpy())
     assert report.ok, report.summary()
@@ -215,8 +276,9 @@ def test_split_workspace_counters_are_restored(kp):
     """The last CTA of each split row restores the row's counters (arrivals, slab fill) to
     zero, so the next launch or graph replay finds them clean; the slab itself is scratch."""
     kp.workspace.fill_(0)
-    batch = make_decode_batch(rng(8), batch=4, k=1024, width=200000, row_stride=200000,
-                              family="gaussian", lengths="full")
+    batch = make_decode_batch(
+        rng(8), batch=4, k=1024, width=200000, row_stride=200000, family="gaussian", lengths="full"
+    )
     _, logits = to_device(batch)
     kv = torch.from_numpy(batch.kv_lens).cuda()
     for _ in range(3):

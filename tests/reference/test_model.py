@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from gvr_reference.keys import order_key
 from gvr_reference.ladder import PY_OPS, LadderParams, row_plan
 from gvr_reference.model import ModelConfig, Path, narrow_threshold, select_rule, simulate_row
@@ -18,14 +15,20 @@ from gvr_reference.routing import (
     route_dynamic,
     route_static,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 SINGLE = LadderParams(capacity=16384, aim_mult=2)
 SPLIT = LadderParams(capacity=16384, aim_mult=3)
 
 
 @settings(max_examples=300, deadline=None)
-@given(n=st.integers(1, (1 << 26) - 1), k=st.integers(1, 2048), lead=st.integers(0, 3),
-       split=st.booleans())
+@given(
+    n=st.integers(1, (1 << 26) - 1),
+    k=st.integers(1, 2048),
+    lead=st.integers(0, 3),
+    split=st.booleans(),
+)
 def test_row_plan_stays_inside_the_row(n, k, lead, split):
     p = SPLIT if split else SINGLE
     plan = row_plan(n, k, lead, p)
@@ -70,14 +73,18 @@ def test_select_rule_is_exact(data):
     n = data.draw(st.integers(1, 400))
     pool = data.draw(st.sampled_from(["wide", "ties", "tiny"]))
     if pool == "wide":
-        keys = np.array(data.draw(st.lists(st.integers(0, 2**32 - 1), min_size=n, max_size=n)),
-                        np.uint32)
+        keys = np.array(
+            data.draw(st.lists(st.integers(0, 2**32 - 1), min_size=n, max_size=n)), np.uint32
+        )
     elif pool == "ties":
-        keys = np.array(data.draw(st.lists(st.sampled_from([0, 5, 0x80000000, 0xFFFFFFFF]),
-                                           min_size=n, max_size=n)), np.uint32)
+        keys = np.array(
+            data.draw(
+                st.lists(st.sampled_from([0, 5, 0x80000000, 0xFFFFFFFF]), min_size=n, max_size=n)
+            ),
+            np.uint32,
+        )
     else:
-        keys = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)),
-                        np.uint32)
+        keys = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.uint32)
     k = data.draw(st.integers(1, n))
     thr, need_eq = select_rule(keys, k)
     assert int((keys > thr).sum()) == k - need_eq
@@ -168,9 +175,13 @@ def test_route_static_follows_the_device():
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [(dict(rows=0, n_env=10, k=1), "rows"), (dict(rows=1, n_env=0, k=1), "n_env"),
-     (dict(rows=1, n_env=1 << 26, k=1), "n_env"), (dict(rows=1, n_env=10, k=0), "k"),
-     (dict(rows=1, n_env=10, k=2049), "k")],
+    [
+        (dict(rows=0, n_env=10, k=1), "rows"),
+        (dict(rows=1, n_env=0, k=1), "n_env"),
+        (dict(rows=1, n_env=1 << 26, k=1), "n_env"),
+        (dict(rows=1, n_env=10, k=0), "k"),
+        (dict(rows=1, n_env=10, k=2049), "k"),
+    ],
 )
 def test_route_static_rejects_bad_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):

@@ -70,13 +70,13 @@ def find_cuobjdump() -> str | None:
 def _elf64_extent(blob: bytes, at: int) -> int:
     """Bytes an ELF64 image starting at ``at`` spans: the furthest of its section table, its
     sections' data and its segments."""
-    shoff, = struct.unpack_from("<Q", blob, at + 40)
-    phoff, = struct.unpack_from("<Q", blob, at + 32)
+    (shoff,) = struct.unpack_from("<Q", blob, at + 40)
+    (phoff,) = struct.unpack_from("<Q", blob, at + 32)
     phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", blob, at + 54)
     end = shoff + shentsize * shnum
     for i in range(shnum):
         o = at + shoff + i * shentsize
-        sh_type, = struct.unpack_from("<I", blob, o + 4)
+        (sh_type,) = struct.unpack_from("<I", blob, o + 4)
         off, size = struct.unpack_from("<QQ", blob, o + 24)
         if sh_type != 8:  # SHT_NOBITS occupies no file space
             end = max(end, off + size)
@@ -119,8 +119,9 @@ def resource_usage(cubin: bytes, cuobjdump: str | None = None) -> list[ResourceU
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        res = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True,
-                             text=True)
+        res = subprocess.run(
+            [tool, "--dump-resource-usage", f.name], capture_output=True, text=True
+        )
     if res.returncode != 0:
         raise RuntimeError(f"cuobjdump failed: {res.stderr.strip()}")
     text = " ".join(res.stdout.split())

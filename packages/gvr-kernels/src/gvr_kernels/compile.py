@@ -17,7 +17,6 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Uint32
 
@@ -63,9 +62,7 @@ def _fake_args():
     values = cute.runtime.make_fake_compact_tensor(
         Float32, (cute.sym_int(), cute.sym_int()), stride_order=(1, 0)
     )
-    workspace = cute.runtime.make_fake_compact_tensor(
-        Uint32, (cute.sym_int(),), assumed_align=16
-    )
+    workspace = cute.runtime.make_fake_compact_tensor(Uint32, (cute.sym_int(),), assumed_align=16)
     paths = cute.runtime.make_fake_compact_tensor(Int32, (cute.sym_int(),))
     return logits, lens_a, lens_b, out, values, workspace, paths
 
@@ -88,5 +85,3 @@ def compile_streaming(config: StreamingConfig, arch: str | None = None):
         scalars = (Int32(1), Int32(1), Int32(0), Int32(1))
         stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
         return cute.compile(kernel, *args, *scalars, stream, options="--enable-tvm-ffi")
-
-

@@ -68,12 +68,10 @@ class StreamingConfig:
                 f"capacity must be a multiple of 4 and >= threads, got {self.capacity}"
             )
         if self.sample_max % (4 * self.threads):
-            raise ValueError(
-                f"sample_max must be a multiple of 4 * threads, got {self.sample_max}"
-            )
+            raise ValueError(f"sample_max must be a multiple of 4 * threads, got {self.sample_max}")
         if not 1 <= self.unroll <= 8:
             raise ValueError(f"unroll must be in [1, 8], got {self.unroll}")
-        self.ladder  # validates the ladder fields
+        _ = self.ladder  # validates the ladder fields
 
     @property
     def ladder(self) -> LadderParams:

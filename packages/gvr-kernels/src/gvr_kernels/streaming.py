@@ -22,7 +22,8 @@ With ``split``, a row is cut into ``parts`` contiguous chunks, one CTA each. Eve
 the same sample and rung, streams its chunk, and appends its survivors to the row's slab in a
 global workspace; the last CTA to arrive (a release/acquire counter) selects for the whole row
 and restores the row's two counters to zero, so the next launch (or graph replay) finds them
-clean (the slab is scratch: only its first ``total`` entries, written in this launch, are read). No CTA ever waits for another, so no co-residency is assumed.
+clean (the slab is scratch: only its first ``total`` entries, written in this launch, are
+read). No CTA ever waits for another, so no co-residency is assumed.
 
 Supported: fp32 logits with unit inner stride, a row stride that is a multiple of 4 elements and
 a 16-byte-aligned base; any ``1 <= k <= config.max_k``; rows up to ``2**26`` scores.
@@ -34,7 +35,6 @@ import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Int32, Int64, Uint32, const_expr
-
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import Path
 
@@ -191,9 +191,7 @@ class StreamingTopK:
             if tid < CTL_WORDS:
                 ctl[tid] = Int32(0)
             cute.arch.barrier()
-            self._long_row(
-                sh, out, values, workspace, paths, base, lead, row, part, parts, n, k
-            )
+            self._long_row(sh, out, values, workspace, paths, base, lead, row, part, parts, n, k)
 
     # ------------------------------------------------------------------ row bodies
     @cute.jit
@@ -210,9 +208,7 @@ class StreamingTopK:
                 store_u32(values.iterator + (Int64(row) * Int64(k) + Int64(j)), bits)
 
     @cute.jit
-    def _long_row(
-        self, sh, out, values, workspace, paths, base, lead, row, part, parts, n, k
-    ):
+    def _long_row(self, sh, out, values, workspace, paths, base, lead, row, part, parts, n, k):
         hist, ctl, sample, stage_bits, stage_idx = sh
         tid, _, _ = cute.arch.thread_idx()
         plan = row_plan(n, k, lead, self.params, DEVICE_OPS)
@@ -236,8 +232,20 @@ class StreamingTopK:
             self._load_sample(sample, base, lead, plan)
             cute.arch.barrier()
             thr_key, _, _ = self._narrow(
-                sh, _SRC_SAMPLE, False, True, plan.j1, Uint32(0), Uint32(KEY_MAX),
-                Uint32(0), plan.sample_vecs * 4, base, lead, nvec, plan.tail_start, n,
+                sh,
+                _SRC_SAMPLE,
+                False,
+                True,
+                plan.j1,
+                Uint32(0),
+                Uint32(KEY_MAX),
+                Uint32(0),
+                plan.sample_vecs * 4,
+                base,
+                lead,
+                nvec,
+                plan.tail_start,
+                n,
             )
 
         # ---- 4. stream
@@ -252,8 +260,20 @@ class StreamingTopK:
             if const_expr(not self.cfg.split):
                 if count < k and code == Int32(Path.FIRST):
                     thr2, _, _ = self._narrow(
-                        sh, _SRC_SAMPLE, False, True, plan.j2, Uint32(0), Uint32(KEY_MAX),
-                        Uint32(0), plan.sample_vecs * 4, base, lead, nvec, plan.tail_start, n,
+                        sh,
+                        _SRC_SAMPLE,
+                        False,
+                        True,
+                        plan.j2,
+                        Uint32(0),
+                        Uint32(KEY_MAX),
+                        Uint32(0),
+                        plan.sample_vecs * 4,
+                        base,
+                        lead,
+                        nvec,
+                        plan.tail_start,
+                        n,
                     )
                     if thr2 < thr_key:
                         thr_key = thr2
@@ -264,7 +284,14 @@ class StreamingTopK:
                             ctl[_MAXKEY] = Int32(0)
                         cute.arch.barrier()
                         count = self._stream(
-                            sh, base, lead, Int32(0), nvec, Boolean(True), plan.tail_start, n,
+                            sh,
+                            base,
+                            lead,
+                            Int32(0),
+                            nvec,
+                            Boolean(True),
+                            plan.tail_start,
+                            n,
                             thr_key,
                         )
             if count < k:
@@ -274,14 +301,38 @@ class StreamingTopK:
                 code = Int32(Path.RESCUE_OVERFLOW)
             if code >= Int32(Path.RESCUE_UNDERESTIMATE):
                 self._select_and_emit(
-                    sh, _SRC_ROW, out, values, row, k, thr_key, Uint32(KEY_MAX), count,
-                    base, lead, nvec, plan.tail_start, n,
+                    sh,
+                    _SRC_ROW,
+                    out,
+                    values,
+                    row,
+                    k,
+                    thr_key,
+                    Uint32(KEY_MAX),
+                    count,
+                    base,
+                    lead,
+                    nvec,
+                    plan.tail_start,
+                    n,
                 )
             else:
                 max_key = Uint32(ctl[_MAXKEY])
                 self._select_and_emit(
-                    sh, _SRC_STAGE, out, values, row, k, thr_key, max_key, count,
-                    base, lead, nvec, plan.tail_start, n,
+                    sh,
+                    _SRC_STAGE,
+                    out,
+                    values,
+                    row,
+                    k,
+                    thr_key,
+                    max_key,
+                    count,
+                    base,
+                    lead,
+                    nvec,
+                    plan.tail_start,
+                    n,
                 )
             self._record(paths, row, code)
 
@@ -382,7 +433,7 @@ class StreamingTopK:
         hist, ctl, sample, stage_bits, stage_idx = sh
         lane = cute.arch.lane_idx()
         cnt = Int32(0)
-        for bits, pos, sel in elems:
+        for _bits, _pos, sel in elems:
             cnt = cnt + cutlass.select_(sel, Int32(1), Int32(0))
         if cute.arch.vote_any_sync(cnt > 0):
             incl = warp.inclusive_sum(cnt)
@@ -433,14 +484,13 @@ class StreamingTopK:
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier()
         if tid == 0:
-            arrived = cute.arch.atomic_add(
-                ws_row + 1, Uint32(1), sem="acq_rel", scope="gpu"
-            )
+            arrived = cute.arch.atomic_add(ws_row + 1, Uint32(1), sem="acq_rel", scope="gpu")
             last = Int32(arrived) == parts - 1
             ctl[_LAST] = cutlass.select_(last, Int32(1), Int32(0))
             if last:
                 # Every other CTA has arrived: read the total and restore the zeros.
-                ctl[_TOTAL] = Int32(cute.arch.atomic_exch(ws_row, Uint32(0), sem="acq_rel", scope="gpu"))
+                total = cute.arch.atomic_exch(ws_row, Uint32(0), sem="acq_rel", scope="gpu")
+                ctl[_TOTAL] = Int32(total)
                 cute.arch.atomic_exch(ws_row + 1, Uint32(0), sem="relaxed", scope="gpu")
         cute.arch.barrier()
         finish = ctl[_LAST] == 1
@@ -463,9 +513,20 @@ class StreamingTopK:
     # ------------------------------------------------------------------ radix narrowing
     @cute.jit
     def _narrow(
-        self, sh, src: cutlass.Constexpr, by_index: cutlass.Constexpr,
-        threshold_mode: cutlass.Constexpr, target: Int32, lo: Uint32, hi: Uint32,
-        eq_key: Uint32, count: Int32, base, lead: Int32, nvec: Int32, tail_start: Int32,
+        self,
+        sh,
+        src: cutlass.Constexpr,
+        by_index: cutlass.Constexpr,
+        threshold_mode: cutlass.Constexpr,
+        target: Int32,
+        lo: Uint32,
+        hi: Uint32,
+        eq_key: Uint32,
+        count: Int32,
+        base,
+        lead: Int32,
+        nvec: Int32,
+        tail_start: Int32,
         n: Int32,
     ):
         """Radix narrowing over a candidate source, 8 key bits per level.
@@ -491,8 +552,9 @@ class StreamingTopK:
         count_thr = Int32(0)
         while not done:
             shift = radix.level_shift(lo, hi)
-            self._histogram(sh, src, by_index, lo, hi, shift, eq_key, count, base, lead, nvec,
-                            tail_start, n)
+            self._histogram(
+                sh, src, by_index, lo, hi, shift, eq_key, count, base, lead, nvec, tail_start, n
+            )
             cute.arch.barrier()
             if warp_id == 0:
                 goal = need
@@ -538,8 +600,22 @@ class StreamingTopK:
         return thr, need_eq, count_thr
 
     @cute.jit
-    def _histogram(self, sh, src: cutlass.Constexpr, by_index: cutlass.Constexpr, lo, hi, shift,
-                   eq_key, count, base, lead, nvec, tail_start, n):
+    def _histogram(
+        self,
+        sh,
+        src: cutlass.Constexpr,
+        by_index: cutlass.Constexpr,
+        lo,
+        hi,
+        shift,
+        eq_key,
+        count,
+        base,
+        lead,
+        nvec,
+        tail_start,
+        n,
+    ):
         """One radix level's histogram of the candidates with key in ``[lo, hi]``."""
         hist, ctl, sample, stage_bits, stage_idx = sh
         tid, _, _ = cute.arch.thread_idx()
@@ -549,12 +625,30 @@ class StreamingTopK:
                 self._count_key(hist, sample[i], Boolean(True), lo, hi, shift)
         if const_expr(src == _SRC_STAGE):
             for i in cutlass.range(tid, count, self.threads):
-                self._count_entry(hist, by_index, stage_bits[i], stage_idx[i], Boolean(True),
-                                  lo, hi, shift, eq_key)
+                self._count_entry(
+                    hist,
+                    by_index,
+                    stage_bits[i],
+                    stage_idx[i],
+                    Boolean(True),
+                    lo,
+                    hi,
+                    shift,
+                    eq_key,
+                )
         if const_expr(src == _SRC_ROW):
             emit_args = (None, None, Int32(0), Int32(0), Int32(0), Int32(0), Uint32(0), Uint32(0))
-            self._row_loop(sh, _ACT_HIST, base, lead, nvec, tail_start, n,
-                           (by_index, lo, hi, shift, eq_key), emit_args)
+            self._row_loop(
+                sh,
+                _ACT_HIST,
+                base,
+                lead,
+                nvec,
+                tail_start,
+                n,
+                (by_index, lo, hi, shift, eq_key),
+                emit_args,
+            )
 
     @cute.jit
     def _count_key(self, hist, key: Uint32, keep: Boolean, lo: Uint32, hi: Uint32, shift: Uint32):
@@ -562,18 +656,39 @@ class StreamingTopK:
             cute.arch.atomic_add(hist.iterator + Int32((key - lo) >> shift), Int32(1))
 
     @cute.jit
-    def _count_entry(self, hist, by_index: cutlass.Constexpr, bits: Uint32, pos: Int32,
-                     ok: Boolean, lo: Uint32, hi: Uint32, shift: Uint32, eq_key: Uint32):
+    def _count_entry(
+        self,
+        hist,
+        by_index: cutlass.Constexpr,
+        bits: Uint32,
+        pos: Int32,
+        ok: Boolean,
+        lo: Uint32,
+        hi: Uint32,
+        shift: Uint32,
+        eq_key: Uint32,
+    ):
         key = order_key(bits)
         if const_expr(by_index):
-            self._count_key(hist, Uint32(KEY_MAX) - Uint32(pos), ok & (key == eq_key), lo, hi,
-                            shift)
+            self._count_key(
+                hist, Uint32(KEY_MAX) - Uint32(pos), ok & (key == eq_key), lo, hi, shift
+            )
         else:
             self._count_key(hist, key, ok, lo, hi, shift)
 
     @cute.jit
-    def _row_loop(self, sh, action: cutlass.Constexpr, base, lead: Int32, nvec: Int32,
-                  tail_start: Int32, n: Int32, hist_args, emit_args):
+    def _row_loop(
+        self,
+        sh,
+        action: cutlass.Constexpr,
+        base,
+        lead: Int32,
+        nvec: Int32,
+        tail_start: Int32,
+        n: Int32,
+        hist_args,
+        emit_args,
+    ):
         """Visit the whole row: tiles of ``unroll`` vectors per thread (warp-uniform trip
         count), then the scalar tail on warp 0, applying ``action`` to every ``(bits, pos, ok)``:
         ``_ACT_HIST`` counts a radix level (``hist_args``), ``_ACT_EMIT`` emits the selection
@@ -594,8 +709,9 @@ class StreamingTopK:
             for u in cutlass.range_constexpr(self.unroll):
                 for q in cutlass.range_constexpr(4):
                     pos = vs[u] * 4 + q - lead
-                    self._act(sh, action, regs[u][q], pos, oks[u] & (pos >= 0), hist_args,
-                              emit_args)
+                    self._act(
+                        sh, action, regs[u][q], pos, oks[u] & (pos >= 0), hist_args, emit_args
+                    )
         if tid // 32 == 0:
             t = tail_start + lane
             ok = t < n
@@ -603,22 +719,43 @@ class StreamingTopK:
             self._act(sh, action, bits, t, ok, hist_args, emit_args)
 
     @cute.jit
-    def _act(self, sh, action: cutlass.Constexpr, bits: Uint32, pos: Int32, ok: Boolean,
-             hist_args, emit_args):
+    def _act(
+        self,
+        sh,
+        action: cutlass.Constexpr,
+        bits: Uint32,
+        pos: Int32,
+        ok: Boolean,
+        hist_args,
+        emit_args,
+    ):
         hist, ctl, sample, stage_bits, stage_idx = sh
         if const_expr(action == _ACT_HIST):
             by_index, lo, hi, shift, eq_key = hist_args
             self._count_entry(hist, by_index, bits, pos, ok, lo, hi, shift, eq_key)
         else:
             out, values, row, k, n_gt, need_eq, thr, idx_max = emit_args
-            self._emit_entry(ctl, out, values, row, k, n_gt, need_eq, thr, idx_max, bits, pos,
-                             ok)
+            self._emit_entry(ctl, out, values, row, k, n_gt, need_eq, thr, idx_max, bits, pos, ok)
 
     # ------------------------------------------------------------------ selection + emission
     @cute.jit
-    def _select_and_emit(self, sh, src: cutlass.Constexpr, out, values, row: Int32, k: Int32,
-                         lo: Uint32, hi: Uint32, count: Int32, base, lead: Int32, nvec: Int32,
-                         tail_start: Int32, n: Int32):
+    def _select_and_emit(
+        self,
+        sh,
+        src: cutlass.Constexpr,
+        out,
+        values,
+        row: Int32,
+        k: Int32,
+        lo: Uint32,
+        hi: Uint32,
+        count: Int32,
+        base,
+        lead: Int32,
+        nvec: Int32,
+        tail_start: Int32,
+        n: Int32,
+    ):
         """Exact selection over the staged survivors (``src`` stage) or the whole row, then
         one emission pass writing all ``k`` slots of the row."""
         hist, ctl, sample, stage_bits, stage_idx = sh
@@ -630,8 +767,20 @@ class StreamingTopK:
         if const_expr(self.cfg.deterministic):
             if need_eq > 0 and need_eq < count_thr:
                 thr_i, need_i, _ = self._narrow(
-                    sh, src, True, False, need_eq, Uint32(0), Uint32(KEY_MAX), thr, count,
-                    base, lead, nvec, tail_start, n,
+                    sh,
+                    src,
+                    True,
+                    False,
+                    need_eq,
+                    Uint32(0),
+                    Uint32(KEY_MAX),
+                    thr,
+                    count,
+                    base,
+                    lead,
+                    nvec,
+                    tail_start,
+                    n,
                 )
                 idx_max = Uint32(KEY_MAX) - thr_i - Uint32(cutlass.select_(need_i == 0, 1, 0))
         if tid == 0:
@@ -645,24 +794,80 @@ class StreamingTopK:
                 i = ib + tid
                 ok = i < count
                 j = cutlass.select_(ok, i, Int32(0))
-                self._emit_entry(ctl, out, values, row, k, n_gt, need_eq, thr, idx_max,
-                                 stage_bits[j], stage_idx[j], ok)
+                self._emit_entry(
+                    ctl,
+                    out,
+                    values,
+                    row,
+                    k,
+                    n_gt,
+                    need_eq,
+                    thr,
+                    idx_max,
+                    stage_bits[j],
+                    stage_idx[j],
+                    ok,
+                )
         if const_expr(src == _SRC_ROW):
-            self._row_loop(sh, _ACT_EMIT, base, lead, nvec, tail_start, n,
-                           (False, Uint32(0), Uint32(0), Uint32(0), Uint32(0)),
-                           (out, values, row, k, n_gt, need_eq, thr, idx_max))
+            self._row_loop(
+                sh,
+                _ACT_EMIT,
+                base,
+                lead,
+                nvec,
+                tail_start,
+                n,
+                (False, Uint32(0), Uint32(0), Uint32(0), Uint32(0)),
+                (out, values, row, k, n_gt, need_eq, thr, idx_max),
+            )
         cute.arch.barrier()
 
     @cute.jit
-    def _emit_entry(self, ctl, out, values, row: Int32, k: Int32, n_gt: Int32, need_eq: Int32,
-                    thr: Uint32, idx_max: Uint32, bits: Uint32, pos: Int32, ok: Boolean):
+    def _emit_entry(
+        self,
+        ctl,
+        out,
+        values,
+        row: Int32,
+        k: Int32,
+        n_gt: Int32,
+        need_eq: Int32,
+        thr: Uint32,
+        idx_max: Uint32,
+        bits: Uint32,
+        pos: Int32,
+        ok: Boolean,
+    ):
         key = order_key(bits)
-        self._emit_one(ctl, out, values, row, k, n_gt, need_eq, bits, pos, ok & (key > thr),
-                       ok & (key == thr) & (Uint32(pos) <= idx_max))
+        self._emit_one(
+            ctl,
+            out,
+            values,
+            row,
+            k,
+            n_gt,
+            need_eq,
+            bits,
+            pos,
+            ok & (key > thr),
+            ok & (key == thr) & (Uint32(pos) <= idx_max),
+        )
 
     @cute.jit
-    def _emit_one(self, ctl, out, values, row: Int32, k: Int32, n_gt: Int32, need_eq: Int32,
-                  bits: Uint32, pos: Int32, is_gt: Boolean, is_eq: Boolean):
+    def _emit_one(
+        self,
+        ctl,
+        out,
+        values,
+        row: Int32,
+        k: Int32,
+        n_gt: Int32,
+        need_eq: Int32,
+        bits: Uint32,
+        pos: Int32,
+        is_gt: Boolean,
+        is_eq: Boolean,
+    ):
         """Warp-aggregated emission: keys above the threshold fill slots ``[0, n_gt)``, the
         first ``need_eq`` equal keys fill ``[n_gt, k)``."""
         lane = cute.arch.lane_idx()

@@ -44,8 +44,10 @@ def order_key(x: np.ndarray) -> np.ndarray:
         TypeError: ``x`` is not a float32 array.
     """
     if not isinstance(x, np.ndarray) or x.dtype != np.float32:
-        raise TypeError(f"x must be a float32 numpy array, got {type(x).__name__} "
-                        f"of dtype {getattr(x, 'dtype', None)}")
+        raise TypeError(
+            f"x must be a float32 numpy array, got {type(x).__name__} "
+            f"of dtype {getattr(x, 'dtype', None)}"
+        )
     u = x.view(np.uint32)
     mask = np.where(u >> np.uint32(31), np.uint32(0xFFFFFFFF), np.uint32(0x80000000))
     k = u ^ mask
