@@ -39,7 +39,7 @@ def tests(session: nox.Session) -> None:
     """The CPU suite of every package: oracle, CPU engine, kernel compiles, dispatch, integration."""
     _install(session, extras="test")
     session.install("nvidia-cuda-cuobjdump>=13.0")
-    session.run("pytest", "-m", "not gpu", "-q", *session.posargs)
+    session.run("pytest", "-m", "not gpu and not slow", "-q", *session.posargs)
 
 
 @nox.session(python=PYTHON)
