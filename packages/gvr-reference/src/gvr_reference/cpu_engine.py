@@ -255,7 +255,11 @@ def dense(
 
 
 def warmup() -> None:
-    """Compile (or load from the on-disk cache) every kernel the engine uses."""
-    x = np.zeros((2, 70_000), np.float32)
-    dense(x, 4, sorted=True, return_values=True)
+    """Compile (or load from the on-disk cache) every kernel the engine uses: the serial and
+    the parallel row loops, with and without values. The first call in a fresh environment
+    compiles (seconds); later processes load the cache."""
+    x = np.zeros((_SERIAL_WORK // 4096 + 1, 4096), np.float32)
+    for rows in (1, x.shape[0]):  # one row: the serial loop; all rows: the parallel one
+        dense(x[:rows], 4, sorted=True, return_values=True)
+        dense(x[:rows], 4)
     logger.debug("cpu engine kernels ready")
