@@ -1,0 +1,130 @@
+"""A resolved launch and how the logits are presented to it.
+
+:class:`Launch` is everything an eager call needs after its launch key is known: the compiled
+callable, the route (CTAs per row, workspace size) and the device's dummy tensors for the
+arguments a configuration does not use. The dispatcher keeps one per launch key, so a warm call
+is validation, one dict lookup and the TVM-FFI call.
+
+:func:`kernel_view` gives the kernels a logits view they can address: the tensor itself when
+its layout allows, a re-strided view of a single row (whose row stride is irrelevant), or
+``None`` when only a copy into an aligned, padded buffer will do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from gvr_kernels.config import StreamingConfig
+from gvr_reference.routing import StaticRoute
+
+__all__ = ["Launch", "Dummies", "kernel_view", "padded_copy", "prime"]
+
+
+@dataclass(frozen=True)
+class Dummies:
+    """Per-device stand-ins for unused kernel arguments (allocated once, never written).
+
+    Attributes:
+        i32: int32 ``[1]`` (unused ``lens_a``/``lens_b``, and ``paths``).
+        values: float32 ``[1, 1]`` (``values`` of a configuration without values).
+        workspace: uint32 ``[4]``, 16-byte aligned (``workspace`` of a single-CTA launch).
+    """
+
+    i32: torch.Tensor
+    values: torch.Tensor
+    workspace: torch.Tensor
+
+    @classmethod
+    def allocate(cls, device) -> Dummies:
+        return cls(
+            i32=torch.zeros(1, dtype=torch.int32, device=device),
+            values=torch.zeros((1, 1), dtype=torch.float32, device=device),
+            workspace=torch.zeros(4, dtype=torch.int32, device=device).view(torch.uint32),
+        )
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A launch key resolved to a kernel.
+
+    Attributes:
+        fn: the TVM-FFI callable, arguments ``(logits, lens_a, lens_b, out, values, workspace,
+            paths, k, next_n, cr_shift, parts)``.
+        config: its compile configuration.
+        route: the static route (``parts``, ``workspace_words``, grid).
+        arch: the compile target.
+        parts: CTAs per row.
+        workspace_words: uint32 words of zeroed workspace the launch needs (0: none).
+        dummies: the device's stand-in tensors.
+    """
+
+    fn: Callable
+    config: StreamingConfig
+    route: StaticRoute
+    arch: str
+    parts: int
+    workspace_words: int
+    dummies: Dummies
+
+
+def kernel_view(logits: torch.Tensor, rows: int, width: int) -> tuple[torch.Tensor | None, str]:
+    """A view of ``logits`` the kernels can read in place.
+
+    Returns:
+        ``(view, "")`` when the layout works as is (or after re-striding a single row or a
+        single column, which costs nothing), else ``(None, reason)`` with ``reason`` one of
+        ``"inner stride"``, ``"row stride"``, ``"alignment"``: then only a copy will do
+        (:func:`padded_copy`).
+    """
+    s0, s1 = logits.stride()
+    if s1 != 1 and width > 1:
+        return None, "inner stride"
+    if s0 & 3 and rows > 1:
+        return None, "row stride"
+    if logits.data_ptr() & 15:
+        return None, "alignment"
+    if s1 != 1 or s0 & 3:
+        # One row (any row stride) or one column (any inner stride): the other stride is never
+        # used to address an element, so a multiple of 4 is as good as the original.
+        pitch = s0 if rows > 1 else (width + 3) & ~3
+        logits = logits.as_strided((rows, width), (pitch, 1))
+    if logits.requires_grad:
+        logits = logits.detach()
+    return logits, ""
+
+
+def padded_copy(logits: torch.Tensor, rows: int, width: int) -> torch.Tensor:
+    """Copy ``logits`` into a fresh buffer with a row stride of ``width`` rounded up to 4 and a
+    16-byte-aligned base (torch's allocator aligns far beyond that)."""
+    pitch = (width + 3) & ~3
+    buf = torch.empty((rows, pitch), dtype=torch.float32, device=logits.device)
+    view = buf[:, :width]
+    view.copy_(logits.detach())
+    return view
+
+
+def prime(launch: Launch, device) -> None:
+    """Run the launch's kernel once on a one-row input whose every row is short, so the module
+    is loaded and its first-launch setup is done before any CUDA-graph capture."""
+    cfg = launch.config
+    d = launch.dummies
+    # k = 1, one column: decode and prefill rows are empty (lengths 0), a full row has n = k.
+    logits = torch.zeros((1, 4), dtype=torch.float32, device=device)[:, :1]
+    zeros = torch.zeros(1, dtype=torch.int32, device=device)
+    out = torch.empty((1, 1), dtype=torch.int32, device=device)
+    values = torch.empty((1, 1), dtype=torch.float32, device=device) if cfg.with_values else None
+    launch.fn(
+        logits,
+        zeros,
+        zeros,
+        out,
+        d.values if values is None else values,
+        d.workspace,
+        d.i32,
+        1,
+        1,
+        0,
+        1,
+    )

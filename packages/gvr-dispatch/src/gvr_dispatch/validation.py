@@ -1,0 +1,238 @@
+"""Argument checks of the public API: explicit, before anything runs or is written.
+
+Every check raises
+
+- ``TypeError`` for a wrong Python type or tensor dtype,
+- ``ValueError`` for a wrong shape, device, layout or value,
+
+with a message that names the argument and the offending value, e.g.
+``ValueError("next_n must be >= 1, got 0")``. The functions read tensor metadata only (shape,
+strides, dtype, device, address), never tensor data, so they are safe under CUDA-graph capture
+and cost no device synchronisation. Data-dependent conditions (negative lengths, windows
+outside the row) are not errors: the kernels clamp them (see ``docs/api.md``).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+__all__ = [
+    "KERNEL_MAX_K",
+    "KERNEL_MAX_WIDTH",
+    "check_logits",
+    "check_index_tensor",
+    "check_flag",
+    "check_int",
+    "check_next_n",
+    "check_compress_ratio",
+    "check_max_seq_len",
+    "resolve_k",
+    "check_kernel_k",
+    "check_kernel_width",
+    "check_output",
+]
+
+#: Largest K the CUDA kernels serve (the CPU engine takes any K >= 1).
+KERNEL_MAX_K = 2048
+#: Rows of the CUDA kernels hold fewer than this many scores.
+KERNEL_MAX_WIDTH = 1 << 26
+
+_f32 = torch.float32
+_i32 = torch.int32
+
+
+def _what(x: object) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"Tensor of dtype {x.dtype}"
+    return type(x).__name__
+
+
+def check_int(value: object, name: str) -> int:
+    """``value`` as a Python int (``bool`` is rejected).
+
+    Raises:
+        TypeError: not an integer.
+    """
+    if type(value) is int:  # the common case, without the ABC check
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {_what(value)} {value!r}")
+    return int(value)
+
+
+def check_flag(value: object, name: str) -> bool:
+    """``value`` as a bool.
+
+    Raises:
+        TypeError: not a bool.
+    """
+    if value is True or value is False:
+        return value
+    raise TypeError(f"{name} must be a bool, got {_what(value)} {value!r}")
+
+
+def check_logits(logits: object) -> tuple[int, int]:
+    """Check that ``logits`` is a 2-D float32 tensor.
+
+    Layout (strides, alignment) is not an error: ``gvr_dispatch.launch.kernel_view`` says
+    whether the kernels can address it in place.
+
+    Returns:
+        ``(rows, width)``.
+
+    Raises:
+        TypeError: not a tensor, or not float32.
+        ValueError: not 2-D.
+    """
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"logits must be a torch.Tensor, got {_what(logits)}")
+    if logits.dtype is not _f32:
+        raise TypeError(f"logits must be float32, got {logits.dtype}")
+    shape = logits.shape
+    if len(shape) != 2:
+        raise ValueError(f"logits must be 2-D [rows, width], got shape {tuple(shape)}")
+    return shape[0], shape[1]
+
+
+def check_index_tensor(x: object, name: str, device: torch.device, numel: int | None) -> int:
+    """Check a per-row or per-request int32 input (``kv_lens``, ``row_starts``, ...): a 1-D
+    contiguous int32 tensor on ``device``, of ``numel`` entries unless ``numel`` is None.
+
+    Returns:
+        Its length.
+
+    Raises:
+        TypeError: not a tensor, or not int32.
+        ValueError: wrong device, rank, length or a non-unit stride.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {_what(x)}")
+    if x.dtype is not _i32:
+        raise TypeError(f"{name} must be int32, got {x.dtype}")
+    if x.device != device:
+        raise ValueError(f"{name} must be on the logits device {device}, got {x.device}")
+    if x.dim() != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(x.shape)}")
+    n = x.shape[0]
+    if numel is not None and n != numel:
+        raise ValueError(f"{name} must have {numel} entries, got {n}")
+    if n > 1 and x.stride(0) != 1:
+        raise ValueError(f"{name} must be contiguous, got stride {x.stride(0)}")
+    return n
+
+
+def check_next_n(next_n: object) -> int:
+    """Rows per request (MTP draft tokens + 1).
+
+    Raises:
+        TypeError: not an int.
+        ValueError: ``next_n < 1``.
+    """
+    next_n = check_int(next_n, "next_n")
+    if next_n < 1:
+        raise ValueError(f"next_n must be >= 1, got {next_n}")
+    return next_n
+
+
+def check_compress_ratio(compress_ratio: object) -> int:
+    """KV compression ratio: a power of two >= 1.
+
+    Returns:
+        ``log2(compress_ratio)`` (the kernels take the shift).
+
+    Raises:
+        TypeError: not an int.
+        ValueError: not a power of two >= 1.
+    """
+    cr = check_int(compress_ratio, "compress_ratio")
+    if cr < 1 or cr & (cr - 1):
+        raise ValueError(f"compress_ratio must be a power of two >= 1, got {cr}")
+    return cr.bit_length() - 1
+
+
+def check_max_seq_len(max_seq_len: object) -> int | None:
+    """The decode length envelope in uncompressed tokens: ``None`` or an int >= 0.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: negative.
+    """
+    if max_seq_len is None:
+        return None
+    m = check_int(max_seq_len, "max_seq_len")
+    if m < 0:
+        raise ValueError(f"max_seq_len must be >= 0, got {m}")
+    return m
+
+
+def resolve_k(k: object, out: object, values: object) -> int:
+    """K from the ``k`` argument, else from the width of ``out`` (or ``values``).
+
+    Whether ``k`` agrees with the buffers is checked by :func:`check_output`.
+
+    Raises:
+        TypeError: ``k`` is not an int, or none of the three gives K.
+        ValueError: ``k < 1``.
+    """
+    if k is None:
+        for buf in (out, values):
+            if isinstance(buf, torch.Tensor) and buf.dim() == 2:
+                k = buf.shape[1]
+                if k < 1:
+                    name = "out" if buf is out else "values"
+                    raise ValueError(f"k must be >= 1, got {name}.shape[1] = {k}")
+                return k
+        raise TypeError("k is required unless out or values gives it (out.shape[1])")
+    k = check_int(k, "k")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    return k
+
+
+def check_kernel_k(k: int) -> None:
+    """The CUDA kernels serve ``1 <= k <= 2048``.
+
+    Raises:
+        ValueError: ``k`` out of range.
+    """
+    if k > KERNEL_MAX_K:
+        raise ValueError(
+            f"k must be <= {KERNEL_MAX_K} for CUDA tensors, got {k} (the CPU engine takes any k)"
+        )
+
+
+def check_kernel_width(width: int) -> None:
+    """The CUDA kernels serve rows of fewer than ``2**26`` scores.
+
+    Raises:
+        ValueError: ``logits.shape[1]`` too large.
+    """
+    if width >= KERNEL_MAX_WIDTH:
+        raise ValueError(f"logits.shape[1] must be < 2**26 for CUDA tensors, got {width}")
+
+
+def check_output(
+    buf: object, name: str, dtype: torch.dtype, device: torch.device, rows: int, k: int
+) -> None:
+    """Check a caller-provided output buffer: a contiguous ``[rows, k]`` tensor of ``dtype`` on
+    ``device``.
+
+    Raises:
+        TypeError: not a tensor, or the wrong dtype.
+        ValueError: wrong device, shape, or not contiguous.
+    """
+    if not isinstance(buf, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {_what(buf)}")
+    if buf.dtype is not dtype:
+        raise TypeError(f"{name} must be {dtype}, got {buf.dtype}")
+    if buf.device != device:
+        raise ValueError(f"{name} must be on the logits device {device}, got {buf.device}")
+    shape = buf.shape
+    if len(shape) != 2 or shape[0] != rows:
+        raise ValueError(f"{name} must have shape ({rows}, {k}), got {tuple(shape)}")
+    if shape[1] != k:
+        raise ValueError(f"k={k} disagrees with {name}.shape[1]={shape[1]}")
+    if not buf.is_contiguous():
+        raise ValueError(f"{name} must be contiguous, got strides {buf.stride()}")
