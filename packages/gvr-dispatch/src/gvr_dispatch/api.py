@@ -1,0 +1,319 @@
+"""The public top-K API (module-level functions over one default :class:`Dispatcher`).
+
+Shapes, units and conventions shared by the three entry points:
+
+- ``logits``: float32 ``[rows, width]`` with any row stride. CUDA tensors run the GVR kernels
+  (sm_90 / sm_10x), CPU tensors the numba CPU engine; every tensor argument lives on the
+  logits device. The kernels read in place a unit inner stride, a row stride that is a
+  multiple of 4 elements and a 16-byte-aligned base; other layouts are copied first (a
+  warning is logged once; refused under CUDA-graph capture). A single row's stride does not
+  matter.
+- Output ``out``: int32 ``[rows, k]``, window-local indices in unspecified order (see
+  ``sorted``); a row with ``n <= k`` valid scores holds ``0 .. n-1`` then ``-1``; an empty row
+  all ``-1``. ``values``: float32 ``[rows, k]``, the selected logits bit for bit, ``-FLT_MAX``
+  beside ``-1``.
+- ``k``: ``1 <= k <= 2048`` on CUDA, any ``k >= 1`` on the CPU; may be left out when ``out``
+  (or ``values``) is given, and must agree with it otherwise.
+- Exactness: the selected value multiset equals the exact top-K of every row (ties, +-inf,
+  denormals, -0.0; NaN ranks above +inf). ``deterministic=True``: the K-th value's tie class
+  yields its smallest indices (the CPU engine always does). ``sorted=True``: descending value,
+  ties by ascending index, ``-1`` last.
+- Returns ``out``, or ``(out, values)`` when ``values`` is given or ``return_values=True``.
+  Buffers passed in are filled in place and returned; missing ones are allocated (under
+  CUDA-graph capture, from the graph's memory pool).
+- Errors: ``TypeError`` / ``ValueError`` naming the argument, raised before anything is
+  written; ``RuntimeError`` for what capture forbids (a launch key that was not warmed, a host
+  read, a copy). Lengths and windows are not read on the host: negative lengths are empty
+  rows and windows are clamped to ``[0, width]``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from .cache import FROM_ENV
+from .dispatcher import Dispatcher
+from .warmup import WarmupReport
+from .workspace import Workspace
+
+__all__ = [
+    "topk_decode",
+    "topk_prefill",
+    "topk",
+    "warmup",
+    "workspace_for",
+    "workspace_bytes",
+    "set_cache_dir",
+    "get_dispatcher",
+    "device_spec",
+]
+
+_default: Dispatcher | None = None
+_default_lock = threading.Lock()
+
+
+def get_dispatcher() -> Dispatcher:
+    """The default dispatcher the module-level functions use (created on first use)."""
+    global _default
+    d = _default
+    if d is None:
+        with _default_lock:
+            if _default is None:
+                _default = Dispatcher()
+            d = _default
+    return d
+
+
+def topk_decode(
+    logits,
+    kv_lens,
+    k=None,
+    *,
+    next_n=1,
+    compress_ratio=1,
+    out=None,
+    values=None,
+    return_values=False,
+    max_seq_len=None,
+    workspace=None,
+    deterministic=False,
+    sorted=False,
+):
+    """Top-K of every decode row of the indexer scores.
+
+    Row ``r`` belongs to request ``r // next_n`` and selects from its first
+    ``n_r = max(0, (kv_lens[r // next_n] - next_n + r % next_n + 1) // compress_ratio)``
+    scores, clamped to ``width``.
+
+    Args:
+        logits: float32 ``[batch * next_n, width]`` (compressed KV positions).
+        kv_lens: int32 ``[batch]``, contiguous: each request's total KV length in
+            *uncompressed* tokens (the step's new tokens included).
+        k: top-K size (see the module docstring).
+        next_n: rows per request (MTP draft tokens + 1), ``>= 1``.
+        compress_ratio: KV compression ratio, a power of two ``>= 1``.
+        out: optional int32 ``[rows, k]`` contiguous buffer for the indices.
+        values: optional float32 ``[rows, k]`` contiguous buffer for the values.
+        return_values: also return values without a ``values`` buffer.
+        max_seq_len: upper bound on ``kv_lens`` in uncompressed tokens (e.g. the engine's
+            maximum sequence length). With it the launch depends only on capture-stable
+            quantities and no host read happens; it is required under CUDA-graph capture.
+            Without it the dispatcher reads ``kv_lens.max()`` once (a device synchronisation)
+            and rounds the envelope up to a power of two. ``kv_lens`` must not exceed it.
+        workspace: optional split-row workspace (:class:`Workspace`, or a zeroed uint8 / int32
+            / uint32 CUDA tensor, 16-byte aligned, at least :func:`workspace_bytes`); default:
+            the dispatcher's one for the current stream (one per device under capture).
+            Ignored for CPU tensors.
+        deterministic: the K-th value's tie class yields its smallest indices.
+        sorted: descending value, ties by ascending index, ``-1`` last.
+
+    Returns:
+        ``out`` (int32 ``[rows, k]``), or ``(out, values)``.
+
+    Raises:
+        TypeError, ValueError: a bad argument, named in the message; nothing is written.
+        RuntimeError: under CUDA-graph capture: a launch key that was not warmed, no
+            ``max_seq_len``, or a logits layout that needs a copy.
+    """
+    return get_dispatcher().topk_decode(
+        logits,
+        kv_lens,
+        k,
+        next_n=next_n,
+        compress_ratio=compress_ratio,
+        out=out,
+        values=values,
+        return_values=return_values,
+        max_seq_len=max_seq_len,
+        workspace=workspace,
+        deterministic=deterministic,
+        sorted=sorted,
+    )
+
+
+def topk_prefill(
+    logits,
+    row_starts,
+    row_ends,
+    k=None,
+    *,
+    out=None,
+    values=None,
+    return_values=False,
+    workspace=None,
+    deterministic=False,
+    sorted=False,
+):
+    """Top-K of every prefill row over its window ``[row_starts[r], row_ends[r])``.
+
+    Args:
+        logits: float32 ``[rows, width]``.
+        row_starts, row_ends: int32 ``[rows]``, contiguous, in logits columns; on CUDA a window
+            is clamped to ``s = clamp(row_starts, 0, width)``, ``e = clamp(row_ends, s, width)``
+            (not checked on the host: that would read device memory).
+        k, out, values, return_values, workspace, deterministic, sorted: as in
+            :func:`topk_decode`.
+
+    Returns:
+        ``out`` (int32 ``[rows, k]``, window-local: column ``- row_starts[r]``), or
+        ``(out, values)``.
+
+    Raises:
+        TypeError, ValueError: a bad argument, named in the message; nothing is written.
+        RuntimeError: under CUDA-graph capture: a launch key that was not warmed, or a logits
+            layout that needs a copy.
+    """
+    return get_dispatcher().topk_prefill(
+        logits,
+        row_starts,
+        row_ends,
+        k,
+        out=out,
+        values=values,
+        return_values=return_values,
+        workspace=workspace,
+        deterministic=deterministic,
+        sorted=sorted,
+    )
+
+
+def topk(
+    logits,
+    k=None,
+    lengths=None,
+    *,
+    out=None,
+    values=None,
+    return_values=False,
+    workspace=None,
+    deterministic=False,
+    sorted=False,
+):
+    """Top-K of dense rows: row ``r`` selects from its first ``lengths[r]`` scores (clamped to
+    ``[0, width]``), or from the whole row when ``lengths`` is None.
+
+    Args:
+        logits: float32 ``[rows, width]``.
+        k: top-K size; may be None when ``out`` gives it.
+        lengths: optional int32 ``[rows]``, contiguous.
+        out, values, return_values, workspace, deterministic, sorted: as in
+            :func:`topk_decode`.
+
+    Returns:
+        ``out`` (int32 ``[rows, k]``), or ``(out, values)``.
+
+    Raises:
+        TypeError, ValueError: a bad argument, named in the message; nothing is written.
+        RuntimeError: under CUDA-graph capture: a launch key that was not warmed, or a logits
+            layout that needs a copy.
+    """
+    return get_dispatcher().topk(
+        logits,
+        k,
+        lengths,
+        out=out,
+        values=values,
+        return_values=return_values,
+        workspace=workspace,
+        deterministic=deterministic,
+        sorted=sorted,
+    )
+
+
+def warmup(
+    *,
+    k,
+    max_seq_len=None,
+    rows=(1,),
+    next_n=1,
+    compress_ratio=1,
+    row_stride=None,
+    width=None,
+    modes=("decode",),
+    with_values=False,
+    deterministic=False,
+    device=None,
+    progress=True,
+    spec=None,
+    cache_dir=FROM_ENV,
+) -> WarmupReport:
+    """Compile (or load from the persistent cache) every kernel that calls inside an envelope
+    can route to, resolve their launches, allocate workspaces and dummy tensors, and run each
+    kernel once, so that those calls neither compile nor allocate afterwards (CUDA-graph
+    capture needs that). Idempotent: a second call compiles nothing.
+
+    Args:
+        k: one K or a tuple of them.
+        max_seq_len: the decode envelope in uncompressed tokens (what the calls will pass);
+            ``None`` warms every power-of-two envelope up to ``width``.
+        rows: logits row counts the calls will use (decode: ``batch * next_n``).
+        next_n, compress_ratio: as the decode calls will pass them.
+        row_stride: the logits row stride the calls will use; a stride that is not a multiple
+            of 4 is reported in ``notes`` (those calls copy and cannot be captured).
+        width: ``logits.shape[1]`` of the calls; required for ``"prefill"``, ``"dense"`` and
+            decode without ``max_seq_len``; decode with ``max_seq_len`` assumes
+            ``width >= max_seq_len // compress_ratio``.
+        modes: any of ``"decode"`` (:func:`topk_decode`), ``"prefill"`` (:func:`topk_prefill`),
+            ``"dense"`` (:func:`topk`, with and without ``lengths``).
+        with_values: the values flag of the calls (``sorted=True`` calls use values kernels);
+            ``(False, True)`` warms both.
+        deterministic: likewise for the tie mode.
+        device: the CUDA device (default: the current one); ``"cpu"`` warms the CPU engine.
+        progress: show a progress bar.
+        spec: a :class:`gvr_reference.routing.DeviceSpec` to compile for without a GPU (fills
+            the memory and disk caches only; no launches are resolved).
+        cache_dir: set the persistent cache folder first (``None``: no disk cache); see
+            :func:`set_cache_dir`.
+
+    Returns:
+        A :class:`WarmupReport` (which kernels were compiled, loaded from disk or already in
+        memory, and how long each took).
+
+    Raises:
+        TypeError, ValueError: a bad argument, named in the message.
+        RuntimeError: called during CUDA-graph capture.
+    """
+    return get_dispatcher().warmup(
+        k=k,
+        max_seq_len=max_seq_len,
+        rows=rows,
+        next_n=next_n,
+        compress_ratio=compress_ratio,
+        row_stride=row_stride,
+        width=width,
+        modes=modes,
+        with_values=with_values,
+        deterministic=deterministic,
+        device=device,
+        progress=progress,
+        spec=spec,
+        cache_dir=cache_dir,
+    )
+
+
+def workspace_for(device=None, stream=None) -> Workspace:
+    """The default split-row workspace of ``(device, stream)`` (current device and stream when
+    omitted), owned by the dispatcher and allocated on first request (zeroed, sized for the
+    largest split launch of the device).
+
+    Raises:
+        RuntimeError: it does not exist yet and the current stream is capturing.
+    """
+    return get_dispatcher().workspace_for(device, stream)
+
+
+def workspace_bytes(device=None) -> int:
+    """Bytes a caller-provided ``workspace=`` needs to serve every call on ``device``."""
+    return get_dispatcher().workspace_bytes(device)
+
+
+def set_cache_dir(cache_dir) -> None:
+    """Put the persistent compile cache in ``cache_dir`` (``None`` turns it off). Default:
+    ``$GVR_CACHE_DIR``, else ``~/.cache/gvr``; ``GVR_CACHE_DISABLE=1`` turns it off."""
+    get_dispatcher().set_cache_dir(cache_dir)
+
+
+def device_spec(device=None):
+    """The :class:`gvr_reference.routing.DeviceSpec` the dispatcher routes with on ``device``
+    (read once from the driver)."""
+    return get_dispatcher().spec(device)

@@ -1,0 +1,655 @@
+"""The dispatcher: the one owner of kernels, launches, workspaces and device specs.
+
+A :class:`Dispatcher` holds
+
+- the compile cache (:class:`~gvr_dispatch.cache.KernelCache`, memory + disk),
+- the launch table: launch key -> :class:`~gvr_dispatch.launch.Launch`,
+- device specs (read once per device), dummy tensors per device,
+- split workspaces: one per (device, stream) for eager calls, one per device for launches
+  captured into CUDA graphs,
+- the log-once bookkeeping.
+
+The module-level API (:mod:`gvr_dispatch.api`) forwards to one default instance; create another
+for isolation (tests, several cache folders).
+
+Under CUDA-graph capture a call compiles nothing, allocates nothing except the output tensors
+it returns when ``out``/``values`` are not given (and the temporaries of ``sorted=True``), both
+from the graph's private memory pool, reads no device data and never synchronises; a launch key
+that was not warmed raises ``RuntimeError`` naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import torch
+from gvr_reference import cpu_engine
+
+from . import cpu
+from .cache import FROM_ENV, KernelCache
+from .device import CudaRuntime, max_workspace_words
+from .launch import Dummies, Launch, kernel_view, padded_copy, prime
+from .routing import LaunchKey, decode_envelope, describe_key, pow2_envelope, route
+from .sorting import sort_rows_
+from .validation import (
+    KERNEL_MAX_K,
+    KERNEL_MAX_WIDTH,
+    check_compress_ratio,
+    check_flag,
+    check_index_tensor,
+    check_kernel_k,
+    check_kernel_width,
+    check_logits,
+    check_max_seq_len,
+    check_next_n,
+    check_output,
+    resolve_k,
+)
+from .warmup import WarmupEntry, WarmupReport, warmup_keys
+from .workspace import Workspace, as_workspace_words
+
+__all__ = ["Dispatcher"]
+
+logger = logging.getLogger("gvr.dispatch")
+
+_i32 = torch.int32
+_f32 = torch.float32
+_NEG_FLT_MAX = -3.4028234663852886e38
+#: compress_ratio -> log2(compress_ratio), for the common powers of two.
+_SHIFTS = {1 << i: i for i in range(31)}
+
+
+class Dispatcher:
+    """Routes top-K calls to the CUDA kernels or the CPU engine (see the module docstring).
+
+    Args:
+        runtime: the CUDA runtime adapter (default :class:`~gvr_dispatch.device.CudaRuntime`).
+        cache: the compile cache (default: a :class:`~gvr_dispatch.cache.KernelCache` at the
+            environment's location).
+    """
+
+    def __init__(self, *, runtime=None, cache: KernelCache | None = None):
+        self.runtime = runtime if runtime is not None else CudaRuntime()
+        self.cache = cache if cache is not None else KernelCache()
+        self._kernel_type = self.runtime.kernel_device_type
+        self._launches: dict[LaunchKey, Launch] = {}
+        self._specs: dict = {}
+        self._dummies: dict[int, Dummies] = {}
+        self._stream_ws: dict[tuple[int, int], Workspace] = {}
+        self._graph_ws: dict[int, Workspace] = {}
+        self._engaged: set[str] = set()
+        self._warned: set[str] = set()
+        self._cpu_warm = False
+        self._lock = threading.RLock()
+
+    # ================================================================== public entry points
+    def topk_decode(
+        self,
+        logits,
+        kv_lens,
+        k=None,
+        *,
+        next_n=1,
+        compress_ratio=1,
+        out=None,
+        values=None,
+        return_values=False,
+        max_seq_len=None,
+        workspace=None,
+        deterministic=False,
+        sorted=False,
+    ):
+        """Decode top-K; see :func:`gvr_dispatch.topk_decode`."""
+        rows, width = check_logits(logits)
+        device = logits.device
+        kernel = device.type == self._kernel_type or self._route_device(device)
+        if type(next_n) is not int or next_n < 1:
+            next_n = check_next_n(next_n)
+        cr_shift = _SHIFTS.get(compress_ratio) if type(compress_ratio) is int else None
+        if cr_shift is None:
+            cr_shift = check_compress_ratio(compress_ratio)
+        batch = check_index_tensor(kv_lens, "kv_lens", device, None)
+        if batch * next_n != rows:
+            raise ValueError(
+                f"kv_lens.numel() * next_n must equal logits.shape[0]: {batch} * {next_n} != {rows}"
+            )
+        if max_seq_len is not None and (type(max_seq_len) is not int or max_seq_len < 0):
+            max_seq_len = check_max_seq_len(max_seq_len)
+        k, want_values = self._check_common(
+            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel
+        )
+        ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
+        if rows == 0 or width == 0:
+            return self._trivial(rows, k, out, values, want_values, device)
+        if not kernel:
+            windows = cpu.decode_windows_of(kv_lens, next_n, cr_shift, width)
+            return self._cpu(logits, windows, k, out, values, want_values, sorted)
+        if max_seq_len is not None:
+            n_env = decode_envelope(max_seq_len, cr_shift, width)
+        else:
+            if self.runtime.capturing():
+                raise RuntimeError(
+                    "topk_decode without max_seq_len reads kv_lens.max() on the host, which is "
+                    "not allowed during CUDA-graph capture: pass max_seq_len (uncompressed "
+                    "tokens) and warm up with the same value before capturing"
+                )
+            n_env = pow2_envelope(int(kv_lens.max()) >> cr_shift, width)
+        return self._launch(
+            "decode",
+            logits,
+            rows,
+            width,
+            n_env,
+            kv_lens,
+            None,
+            k,
+            next_n,
+            cr_shift,
+            out,
+            values,
+            want_values,
+            deterministic,
+            sorted,
+            ws,
+        )
+
+    def topk_prefill(
+        self,
+        logits,
+        row_starts,
+        row_ends,
+        k=None,
+        *,
+        out=None,
+        values=None,
+        return_values=False,
+        workspace=None,
+        deterministic=False,
+        sorted=False,
+    ):
+        """Prefill top-K over row windows; see :func:`gvr_dispatch.topk_prefill`."""
+        rows, width = check_logits(logits)
+        device = logits.device
+        kernel = device.type == self._kernel_type or self._route_device(device)
+        check_index_tensor(row_starts, "row_starts", device, rows)
+        check_index_tensor(row_ends, "row_ends", device, rows)
+        k, want_values = self._check_common(
+            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel
+        )
+        ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
+        if rows == 0 or width == 0:
+            return self._trivial(rows, k, out, values, want_values, device)
+        if not kernel:
+            windows = cpu.prefill_windows_of(row_starts, row_ends, width)
+            return self._cpu(logits, windows, k, out, values, want_values, sorted)
+        return self._launch(
+            "prefill",
+            logits,
+            rows,
+            width,
+            width,
+            row_starts,
+            row_ends,
+            k,
+            1,
+            0,
+            out,
+            values,
+            want_values,
+            deterministic,
+            sorted,
+            ws,
+        )
+
+    def topk(
+        self,
+        logits,
+        k=None,
+        lengths=None,
+        *,
+        out=None,
+        values=None,
+        return_values=False,
+        workspace=None,
+        deterministic=False,
+        sorted=False,
+    ):
+        """Dense top-K; see :func:`gvr_dispatch.topk`."""
+        rows, width = check_logits(logits)
+        device = logits.device
+        kernel = device.type == self._kernel_type or self._route_device(device)
+        if lengths is not None:
+            check_index_tensor(lengths, "lengths", device, rows)
+        k, want_values = self._check_common(
+            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel
+        )
+        ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
+        if rows == 0 or width == 0:
+            return self._trivial(rows, k, out, values, want_values, device)
+        if not kernel:
+            windows = cpu.dense_windows_of(lengths, rows, width)
+            return self._cpu(logits, windows, k, out, values, want_values, sorted)
+        mode = "full" if lengths is None else "decode"
+        return self._launch(
+            mode,
+            logits,
+            rows,
+            width,
+            width,
+            lengths,
+            None,
+            k,
+            1,
+            0,
+            out,
+            values,
+            want_values,
+            deterministic,
+            sorted,
+            ws,
+        )
+
+    # ================================================================== checks
+    def _route_device(self, device) -> bool:
+        """True when ``device`` runs the kernels, False for the CPU engine."""
+        t = device.type
+        if t == self._kernel_type:
+            return True
+        if t == "cpu":
+            return False
+        raise ValueError(f"logits must be a CPU or CUDA tensor, got device {device}")
+
+    def _check_common(
+        self, k, out, values, return_values, deterministic, sorted, device, rows, width, kernel
+    ) -> tuple[int, bool]:
+        """Flags, K, the output buffers and the kernels' limits; returns ``(k, want_values)``."""
+        # The identity tests are the common case; check_flag explains anything else.
+        if return_values is not False and return_values is not True:
+            check_flag(return_values, "return_values")
+        if deterministic is not False and deterministic is not True:
+            check_flag(deterministic, "deterministic")
+        if sorted is not False and sorted is not True:
+            check_flag(sorted, "sorted")
+        if type(k) is not int or k < 1:
+            k = resolve_k(k, out, values)
+        if kernel:
+            if k > KERNEL_MAX_K:
+                check_kernel_k(k)
+            if width >= KERNEL_MAX_WIDTH:
+                check_kernel_width(width)
+        if out is not None:
+            check_output(out, "out", _i32, device, rows, k)
+        if values is not None:
+            check_output(values, "values", _f32, device, rows, k)
+        return k, return_values or values is not None
+
+    @staticmethod
+    def _check_workspace(workspace, device, kernel):
+        """The caller's workspace as uint32 words (size checked at launch), or ``None``.
+        CPU calls ignore it."""
+        if workspace is None or not kernel:
+            return None
+        return as_workspace_words(workspace, "workspace", device, 0)
+
+    # ================================================================== trivial and CPU
+    @staticmethod
+    def _trivial(rows, k, out, values, want_values, device):
+        """No launch: zero rows, or zero columns (every row empty)."""
+        if out is None:
+            out = torch.empty((rows, k), dtype=_i32, device=device)
+        if want_values and values is None:
+            values = torch.empty((rows, k), dtype=_f32, device=device)
+        if rows:
+            out.fill_(-1)
+            if values is not None:
+                values.fill_(_NEG_FLT_MAX)
+        return (out, values) if want_values else out
+
+    def _cpu(self, logits, windows, k, out, values, want_values, sorted):
+        if not self._cpu_warm:
+            self._cpu_warm = True
+            logger.info("gvr: CPU tensors run on the numba CPU engine")
+        rows = logits.shape[0]
+        if out is None:
+            out = torch.empty((rows, k), dtype=_i32)
+        if want_values and values is None:
+            values = torch.empty((rows, k), dtype=_f32)
+        cpu.run_cpu(logits, windows, k, out, values, sorted)
+        return (out, values) if want_values else out
+
+    # ================================================================== kernel launches
+    def _launch(
+        self,
+        mode,
+        logits,
+        rows,
+        width,
+        n_env,
+        lens_a,
+        lens_b,
+        k,
+        next_n,
+        cr_shift,
+        out,
+        values,
+        want_values,
+        deterministic,
+        sorted,
+        ws,
+    ):
+        # The capture status costs a CUDA call, so it is asked only where it changes the
+        # outcome: a cold key, a layout copy, a split launch's workspace.
+        runtime = self.runtime
+        device = logits.device
+        dev = device.index if self._kernel_type == "cuda" else runtime.index(device)
+        kernel_values = want_values or sorted
+        key = (dev, mode, rows, n_env, k, kernel_values, deterministic)
+        launch = self._launches.get(key)
+        if launch is None:
+            if runtime.capturing():
+                raise RuntimeError(
+                    f"gvr: no kernel is warmed for launch key {describe_key(key)}, and nothing "
+                    f"can be compiled during CUDA-graph capture; call gvr_dispatch.warmup("
+                    f"k={k}, rows=({rows},), modes=(...), max_seq_len=..., with_values="
+                    f"{kernel_values}, deterministic={deterministic}, ...) with the envelope of "
+                    f"your calls (or run the call once eagerly) before capturing"
+                )
+            launch = self._resolve(key, device)
+
+        s0, s1 = logits.stride()
+        if s1 == 1 and not s0 & 3 and not logits.data_ptr() & 15 and not logits.requires_grad:
+            view = logits  # the common layout, read in place
+        else:
+            view, issue = kernel_view(logits, rows, width)
+            if view is None:
+                view = self._layout_fallback(logits, rows, width, issue, runtime.capturing())
+
+        if launch.parts > 1:
+            if ws is not None:
+                if ws.shape[0] < launch.workspace_words:
+                    raise ValueError(
+                        f"workspace is too small: this launch needs "
+                        f"{4 * launch.workspace_words} bytes, got {4 * ws.shape[0]}"
+                    )
+            elif runtime.capturing():
+                ws = self._graph_ws[dev].tensor
+            else:
+                ws = self._stream_workspace(dev, device).tensor
+        else:
+            ws = launch.dummies.workspace
+
+        if out is None:
+            out = torch.empty((rows, k), dtype=_i32, device=device)
+        if kernel_values and values is None:
+            values = torch.empty((rows, k), dtype=_f32, device=device)
+        d = launch.dummies
+        args = (
+            view,
+            lens_a if lens_a is not None else d.i32,
+            lens_b if lens_b is not None else d.i32,
+            out,
+            values if kernel_values else d.values,
+            ws,
+            d.i32,
+            k,
+            next_n,
+            cr_shift,
+            launch.parts,
+        )
+        if dev == runtime.current_index():
+            launch.fn(*args)
+        else:  # the kernel loads and launches in the current device's context
+            with runtime.device_guard(dev):
+                launch.fn(*args)
+        if sorted:
+            sort_rows_(out, values)
+        return (out, values) if want_values else out
+
+    def _layout_fallback(self, logits, rows, width, issue, capturing):
+        strides = tuple(logits.stride())
+        if capturing:
+            raise RuntimeError(
+                f"gvr: logits with strides {strides} at address {logits.data_ptr():#x} "
+                f"({issue}) need a copy into an aligned buffer, which cannot happen during "
+                f"CUDA-graph capture; give the kernels a unit inner stride, a row stride that "
+                f"is a multiple of 4 elements and a 16-byte-aligned base"
+            )
+        if issue not in self._warned:
+            self._warned.add(issue)
+            logger.warning(
+                "gvr: logits with strides %s (%s) cannot be read in place by the kernels; "
+                "copying into an aligned buffer (slower). The kernels need a unit inner "
+                "stride, a row stride that is a multiple of 4 elements and a 16-byte-aligned "
+                "base.",
+                strides,
+                issue,
+            )
+        return padded_copy(logits, rows, width)
+
+    def _resolve(self, key: LaunchKey, device) -> Launch:
+        """Compile or load the kernel of ``key``, allocate what it needs, remember it."""
+        with self._lock:
+            launch = self._launches.get(key)
+            if launch is not None:
+                return launch
+            dev = key[0]
+            spec = self.spec(device)
+            r, config = route(spec, key)
+            entry, source = self.cache.get(config, spec.arch)
+            if r.parts > 1:
+                self._stream_workspace(dev, device)
+                self._graph_workspace(dev, device)
+            launch = Launch(
+                fn=entry.fn,
+                config=config,
+                route=r,
+                arch=spec.arch,
+                parts=r.parts,
+                workspace_words=r.workspace_words,
+                dummies=self._dummies_for(dev, device),
+            )
+            self._launches[key] = launch
+            self._engage(config.name, spec.arch, source, entry.seconds)
+            return launch
+
+    def _engage(self, name: str, arch: str, source: str, seconds: float) -> None:
+        if name in self._engaged:
+            return
+        self._engaged.add(name)
+        how = {"memory": "in memory", "disk": "loaded from disk", "compiled": "compiled"}[source]
+        logger.info("gvr: kernel %s for %s engaged (%s, %.2f s)", name, arch, how, seconds)
+
+    # ================================================================== devices and buffers
+    def spec(self, device=None):
+        """The :class:`~gvr_reference.routing.DeviceSpec` of a CUDA device (read once from the
+        driver, then cached). ``device``: a ``torch.device``, an index, or ``None`` (current)."""
+        device = self._device(device)
+        dev = self.runtime.index(device)
+        spec = self._specs.get(dev)
+        if spec is None:
+            spec = self._specs[dev] = self.runtime.device_spec(dev)
+        return spec
+
+    def _device(self, device):
+        if device is None:
+            return self.runtime.current_device()
+        if isinstance(device, int) and not isinstance(device, bool):
+            return torch.device(self._kernel_type, device)
+        device = torch.device(device)
+        if device.type == self._kernel_type and device.index is None:
+            return self.runtime.current_device()
+        return device
+
+    def _dummies_for(self, dev: int, device) -> Dummies:
+        d = self._dummies.get(dev)
+        if d is None:
+            d = self._dummies[dev] = Dummies.allocate(device)
+        return d
+
+    def _stream_workspace(self, dev: int, device, stream_key: int | None = None) -> Workspace:
+        if stream_key is None:
+            stream_key = self.runtime.stream_key(dev)
+        ws = self._stream_ws.get((dev, stream_key))
+        if ws is None:
+            if self.runtime.capturing():
+                raise RuntimeError(
+                    "gvr: the split workspace of this stream would be allocated during "
+                    "CUDA-graph capture; call gvr_dispatch.warmup(...) or "
+                    "gvr_dispatch.workspace_for() before capturing"
+                )
+            with self._lock:
+                ws = self._stream_ws.get((dev, stream_key))
+                if ws is None:
+                    words = max_workspace_words(self.spec(device))
+                    ws = self._stream_ws[(dev, stream_key)] = Workspace.zeros(words, device)
+        return ws
+
+    def _graph_workspace(self, dev: int, device) -> Workspace:
+        ws = self._graph_ws.get(dev)
+        if ws is None:
+            words = max_workspace_words(self.spec(device))
+            ws = self._graph_ws[dev] = Workspace.zeros(words, device)
+        return ws
+
+    def workspace_for(self, device=None, stream=None) -> Workspace:
+        """The dispatcher's split workspace of ``(device, stream)`` (default: the current
+        device and its current stream), allocated on first request.
+
+        Raises:
+            RuntimeError: it does not exist yet and the current stream is capturing a graph.
+        """
+        device = self._device(device)
+        dev = self.runtime.index(device)
+        key = None if stream is None else self.runtime.stream_key_of(stream)
+        return self._stream_workspace(dev, device, key)
+
+    def workspace_bytes(self, device=None) -> int:
+        """Bytes of workspace the largest split launch on ``device`` needs (what a
+        caller-provided ``workspace=`` should hold to serve every call)."""
+        return 4 * max_workspace_words(self.spec(device))
+
+    # ================================================================== warmup
+    def warmup(
+        self,
+        *,
+        k,
+        max_seq_len=None,
+        rows=(1,),
+        next_n=1,
+        compress_ratio=1,
+        row_stride=None,
+        width=None,
+        modes=("decode",),
+        with_values=False,
+        deterministic=False,
+        device=None,
+        progress=True,
+        spec=None,
+        cache_dir=FROM_ENV,
+    ) -> WarmupReport:
+        """Make every launch inside an envelope of calls ready; see :func:`gvr_dispatch.warmup`."""
+        t0 = time.perf_counter()
+        if cache_dir is not FROM_ENV:
+            self.cache.set_cache_dir(cache_dir)
+        progress = check_flag(progress, "progress")
+        next_n = check_next_n(next_n)
+        cr_shift = check_compress_ratio(compress_ratio)
+        max_seq_len = check_max_seq_len(max_seq_len)
+        if spec is None:
+            if device is None:
+                device = self.runtime.current_device() if self._kernels_available() else "cpu"
+            device = self._device(device)
+            if device.type == "cpu" and self._kernel_type != "cpu":
+                return self._warmup_cpu(t0)
+            if device.type != self._kernel_type:
+                raise ValueError(f"device must be a CPU or CUDA device, got {device}")
+            dev = self.runtime.index(device)
+            spec = self.spec(device)
+        elif device is not None:
+            raise ValueError("pass either device (warm a GPU) or spec (compile only), not both")
+        else:
+            dev = -1
+        keys, notes = warmup_keys(
+            dev,
+            k=k,
+            rows=rows,
+            next_n=next_n,
+            cr_shift=cr_shift,
+            max_seq_len=max_seq_len,
+            width=width,
+            row_stride=row_stride,
+            modes=modes,
+            with_values=with_values,
+            deterministic=deterministic,
+        )
+        configs = list(dict.fromkeys(route(spec, key)[1] for key in keys))
+        report = WarmupReport(device=str(device) if dev >= 0 else spec.arch, notes=notes)
+        bar = _progress(configs, progress, spec.arch)
+        for config in bar:
+            if hasattr(bar, "set_postfix_str"):
+                bar.set_postfix_str(config.name, refresh=False)
+            t = time.perf_counter()
+            entry, source = self.cache.get(config, spec.arch)
+            report.entries.append(
+                WarmupEntry(config.name, spec.arch, source, time.perf_counter() - t)
+            )
+            if dev >= 0:
+                self._engage(config.name, spec.arch, source, entry.seconds)
+        if hasattr(bar, "close"):
+            bar.close()
+        if dev >= 0:
+            if self.runtime.capturing():
+                raise RuntimeError("gvr: warmup cannot run during CUDA-graph capture")
+            primed = set()
+            with self.runtime.device_guard(dev):
+                for key in keys:
+                    launch = self._resolve(key, device)
+                    if launch.config not in primed:
+                        primed.add(launch.config)
+                        prime(launch, device)
+            self.runtime.synchronize(device)
+            report.launch_keys = len(keys)
+            report.workspace_bytes = sum(
+                w.nbytes for (d, _), w in self._stream_ws.items() if d == dev
+            ) + (self._graph_ws[dev].nbytes if dev in self._graph_ws else 0)
+        report.seconds = time.perf_counter() - t0
+        logger.info("%s", str(report).splitlines()[0])
+        return report
+
+    def _kernels_available(self) -> bool:
+        try:
+            self.runtime.current_device()
+        except RuntimeError:
+            return False
+        return True
+
+    def _warmup_cpu(self, t0: float) -> WarmupReport:
+        t = time.perf_counter()
+        source = "memory" if self._cpu_warm else "compiled"
+        cpu_engine.warmup()
+        self._cpu_warm = True
+        report = WarmupReport(device="cpu")
+        report.entries.append(WarmupEntry("cpu_engine", "cpu", source, time.perf_counter() - t))
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    # ================================================================== introspection
+    def launch_keys(self) -> list[LaunchKey]:
+        """The launch keys resolved so far."""
+        return list(self._launches)
+
+    def set_cache_dir(self, cache_dir) -> None:
+        """Use ``cache_dir`` for the persistent compile cache (``None``: none)."""
+        self.cache.set_cache_dir(cache_dir)
+
+
+def _progress(configs, enabled: bool, arch: str):
+    if not enabled:
+        return configs
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # tqdm is a dependency; a stripped install still warms up
+        return configs
+    return tqdm(configs, desc=f"gvr warmup ({arch})", unit="kernel", leave=False)
