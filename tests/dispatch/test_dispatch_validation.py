@@ -1,0 +1,374 @@
+"""Validation battery: every bad argument raises the right error naming it, before anything is
+written (the output buffers keep their sentinel contents).
+
+Most checks run on the CPU path (default dispatcher, numba engine). The checks only CUDA calls
+make (K range, width limit, workspace) run through a dispatcher whose kernel device is the CPU
+(``dispatch_fakes``), so they are exercised without a GPU.
+"""
+
+from __future__ import annotations
+
+import re
+
+import gvr_dispatch
+import numpy as np
+import pytest
+import torch
+from dispatch_fakes import aligned_empty, fake_dispatcher
+from gvr_dispatch.launch import kernel_view
+from gvr_dispatch.validation import (
+    check_compress_ratio,
+    check_index_tensor,
+    check_kernel_k,
+    check_kernel_width,
+    check_output,
+    resolve_k,
+)
+from gvr_dispatch.workspace import Workspace, as_workspace_words
+from gvr_reference.routing import H200, route_static
+
+ROWS, WIDTH, K = 4, 64, 8
+SENTINEL_OUT = 12345
+SENTINEL_VAL = 7.5
+
+
+def _base(entry):
+    """A valid call of ``entry``: (positional args, keyword args)."""
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(ROWS, WIDTH, generator=g)
+    out = torch.full((ROWS, K), SENTINEL_OUT, dtype=torch.int32)
+    values = torch.full((ROWS, K), SENTINEL_VAL, dtype=torch.float32)
+    kw = dict(out=out, values=values)
+    if entry == "decode":
+        args = [logits, torch.tensor([40, 10], dtype=torch.int32), K]
+        kw["next_n"] = 2
+    elif entry == "prefill":
+        starts = torch.tensor([0, 3, 10, 60], dtype=torch.int32)
+        ends = torch.tensor([64, 9, 50, 64], dtype=torch.int32)
+        args = [logits, starts, ends, K]
+    else:
+        args = [logits, K, torch.tensor([64, 3, 0, 20], dtype=torch.int32)]
+    return args, kw
+
+
+_FN = {
+    "decode": "topk_decode",
+    "prefill": "topk_prefill",
+    "dense": "topk",
+}
+_K_POS = {"decode": 2, "prefill": 3, "dense": 1}
+_SECOND = {"decode": 1, "prefill": 1, "dense": 2}  # kv_lens / row_starts / lengths
+
+
+def _set_logits(value):
+    return lambda a, kw, e: a.__setitem__(0, value)
+
+
+def _set_k(value):
+    return lambda a, kw, e: a.__setitem__(_K_POS[e], value)
+
+
+def _set_kw(name, value):
+    return lambda a, kw, e: kw.__setitem__(name, value)
+
+
+def _set_second(value):
+    return lambda a, kw, e: a.__setitem__(_SECOND[e], value)
+
+
+def _noncontig_out(a, kw, e):
+    kw["out"] = torch.full((K, ROWS), SENTINEL_OUT, dtype=torch.int32).t()
+
+
+def _strided_second(a, kw, e):
+    n = 2 if e == "decode" else ROWS
+    a[_SECOND[e]] = torch.zeros(2 * n, dtype=torch.int32)[::2]
+
+
+def _drop_k_and_buffers(a, kw, e):
+    a[_K_POS[e]] = None
+    kw.pop("out")
+    kw.pop("values")
+
+
+COMMON = [
+    ("logits-numpy", _set_logits(np.zeros((ROWS, WIDTH), np.float32)), TypeError, "logits"),
+    ("logits-f64", _set_logits(torch.zeros(ROWS, WIDTH, dtype=torch.float64)), TypeError, "logits"),
+    ("logits-f16", _set_logits(torch.zeros(ROWS, WIDTH, dtype=torch.float16)), TypeError, "logits"),
+    ("logits-1d", _set_logits(torch.zeros(WIDTH)), ValueError, "logits"),
+    ("logits-3d", _set_logits(torch.zeros(ROWS, WIDTH, 1)), ValueError, "logits"),
+    ("logits-meta", _set_logits(torch.empty(ROWS, WIDTH, device="meta")), ValueError, "logits"),
+    ("k-zero", _set_k(0), ValueError, "k must be >= 1"),
+    ("k-negative", _set_k(-3), ValueError, "k must be >= 1"),
+    ("k-float", _set_k(2.5), TypeError, "k must be an int"),
+    ("k-bool", _set_k(True), TypeError, "k must be an int"),
+    ("k-tensor", _set_k(torch.tensor(8)), TypeError, "k must be an int"),
+    ("k-disagrees", _set_k(K + 1), ValueError, "disagrees with out"),
+    ("k-missing", _drop_k_and_buffers, TypeError, "k is required"),
+    ("out-numpy", _set_kw("out", np.zeros((ROWS, K), np.int32)), TypeError, "out"),
+    ("out-int64", _set_kw("out", torch.zeros(ROWS, K, dtype=torch.int64)), TypeError, "out"),
+    ("out-rows", _set_kw("out", torch.zeros(ROWS + 1, K, dtype=torch.int32)), ValueError, "out"),
+    ("out-3d", _set_kw("out", torch.zeros(ROWS, K, 1, dtype=torch.int32)), ValueError, "out"),
+    ("out-noncontig", _noncontig_out, ValueError, "out must be contiguous"),
+    (
+        "out-meta",
+        _set_kw("out", torch.empty(ROWS, K, dtype=torch.int32, device="meta")),
+        ValueError,
+        "out must be on the logits device",
+    ),
+    (
+        "values-f64",
+        _set_kw("values", torch.zeros(ROWS, K, dtype=torch.float64)),
+        TypeError,
+        "values",
+    ),
+    ("values-rows", _set_kw("values", torch.zeros(ROWS - 1, K)), ValueError, "values"),
+    ("values-width", _set_kw("values", torch.zeros(ROWS, K + 1)), ValueError, "values"),
+    ("values-list", _set_kw("values", [[0.0] * K] * ROWS), TypeError, "values"),
+    ("return_values-int", _set_kw("return_values", 1), TypeError, "return_values"),
+    ("deterministic-str", _set_kw("deterministic", "yes"), TypeError, "deterministic"),
+    ("sorted-none", _set_kw("sorted", None), TypeError, "sorted"),
+]
+
+SECOND_ARG = [
+    ("second-int64", _set_second(torch.zeros(2, dtype=torch.int64)), TypeError, "{arg}"),
+    ("second-float", _set_second(torch.zeros(2)), TypeError, "{arg}"),
+    ("second-numpy", _set_second(np.zeros(2, np.int32)), TypeError, "{arg}"),
+    ("second-2d", _set_second(torch.zeros(2, 2, dtype=torch.int32)), ValueError, "{arg}"),
+    (
+        "second-meta",
+        _set_second(torch.zeros(2, dtype=torch.int32, device="meta")),
+        ValueError,
+        "{arg} must be on the logits device",
+    ),
+    ("second-strided", _strided_second, ValueError, "{arg} must be contiguous"),
+]
+
+DECODE = [
+    (
+        "kv_lens-length",
+        _set_second(torch.zeros(3, dtype=torch.int32)),
+        ValueError,
+        "kv_lens.numel() * next_n",
+    ),
+    ("next_n-zero", _set_kw("next_n", 0), ValueError, "next_n must be >= 1"),
+    ("next_n-float", _set_kw("next_n", 2.0), TypeError, "next_n"),
+    ("next_n-mismatch", _set_kw("next_n", 3), ValueError, "kv_lens.numel() * next_n"),
+    ("compress_ratio-3", _set_kw("compress_ratio", 3), ValueError, "compress_ratio"),
+    ("compress_ratio-0", _set_kw("compress_ratio", 0), ValueError, "compress_ratio"),
+    ("compress_ratio-str", _set_kw("compress_ratio", "4"), TypeError, "compress_ratio"),
+    ("max_seq_len-negative", _set_kw("max_seq_len", -1), ValueError, "max_seq_len"),
+    ("max_seq_len-float", _set_kw("max_seq_len", 10.0), TypeError, "max_seq_len"),
+]
+
+PREFILL = [
+    (
+        "row_ends-length",
+        lambda a, kw, e: a.__setitem__(2, torch.zeros(3, dtype=torch.int32)),
+        ValueError,
+        "row_ends must have 4 entries",
+    ),
+    (
+        "row_ends-int64",
+        lambda a, kw, e: a.__setitem__(2, torch.zeros(4, dtype=torch.int64)),
+        TypeError,
+        "row_ends",
+    ),
+    (
+        "row_starts-length",
+        _set_second(torch.zeros(5, dtype=torch.int32)),
+        ValueError,
+        "row_starts must have 4 entries",
+    ),
+]
+
+DENSE = [
+    (
+        "lengths-length",
+        _set_second(torch.zeros(3, dtype=torch.int32)),
+        ValueError,
+        "lengths must have 4 entries",
+    ),
+]
+
+_ARG_NAME = {"decode": "kv_lens", "prefill": "row_starts", "dense": "lengths"}
+
+
+def _cases():
+    for entry in ("decode", "prefill", "dense"):
+        for case in COMMON + SECOND_ARG:
+            yield pytest.param(entry, *case[1:], id=f"{entry}-{case[0]}")
+        for case in {"decode": DECODE, "prefill": PREFILL, "dense": DENSE}[entry]:
+            yield pytest.param(entry, *case[1:], id=f"{entry}-{case[0]}")
+
+
+def _run_bad(dispatch, entry, mutate, exc, match):
+    args, kw = _base(entry)
+    out, values = kw["out"], kw["values"]
+    mutate(args, kw, entry)
+    with pytest.raises(exc, match=re.escape(match.format(arg=_ARG_NAME[entry]))):
+        getattr(dispatch, _FN[entry])(*args, **kw)
+    assert (out == SENTINEL_OUT).all(), "out was written before the error"
+    assert (values == SENTINEL_VAL).all(), "values was written before the error"
+
+
+@pytest.mark.parametrize("entry, mutate, exc, match", list(_cases()))
+def test_bad_argument_cpu(entry, mutate, exc, match):
+    _run_bad(gvr_dispatch, entry, mutate, exc, match)
+
+
+@pytest.mark.parametrize("entry, mutate, exc, match", list(_cases()))
+def test_bad_argument_kernel_path(entry, mutate, exc, match):
+    """The same battery on the kernel path (CPU tensors standing in for CUDA ones)."""
+    d, _, compiler = fake_dispatcher()
+    _run_bad(d, entry, mutate, exc, match)
+    assert not compiler.calls, "a kernel ran although the call was invalid"
+
+
+@pytest.mark.parametrize("entry", ["decode", "prefill", "dense"])
+def test_valid_base_calls_write(entry):
+    """The battery's base calls are valid (so each bad case differs by exactly one argument)."""
+    for dispatch in (gvr_dispatch, fake_dispatcher()[0]):
+        args, kw = _base(entry)
+        res_out, res_values = getattr(dispatch, _FN[entry])(*args, **kw)
+        assert res_out is kw["out"] and res_values is kw["values"]
+        assert not (kw["out"] == SENTINEL_OUT).any()
+
+
+# ---------------------------------------------------------------------- CUDA-only checks
+def _kernel_bad(call, exc, match):
+    d, _, compiler = fake_dispatcher()
+    out = torch.full((1, 8), SENTINEL_OUT, dtype=torch.int32)
+    with pytest.raises(exc, match=match):
+        call(d, out)
+    assert (out == SENTINEL_OUT).all()
+    assert not compiler.calls
+
+
+def test_kernel_k_limit():
+    x = torch.randn(1, 4096)
+    _kernel_bad(lambda d, out: d.topk(x, 2049), ValueError, "k must be <= 2048")
+    # The CPU engine takes any K.
+    res = gvr_dispatch.topk(x, 3000)
+    assert res.shape == (1, 3000)
+
+
+def test_kernel_width_limit():
+    huge = torch.zeros(4).as_strided((1, 1 << 26), (0, 0))
+    _kernel_bad(lambda d, out: d.topk(huge, 8, out=out), ValueError, r"logits.shape\[1\]")
+
+
+def _split_call(workspace):
+    """A call that routes to a split launch (one long row) with ``workspace``."""
+
+    def call(d, out):
+        n = 1 << 17
+        assert route_static(H200, rows=1, n_env=n, k=8).parts > 1
+        x = torch.randn(1, n)
+        kv = torch.tensor([n], dtype=torch.int32)
+        return d.topk_decode(x, kv, 8, out=out, max_seq_len=n, workspace=workspace)
+
+    return call
+
+
+@pytest.mark.parametrize(
+    "workspace, exc, match",
+    [
+        (np.zeros(1 << 20, np.uint8), TypeError, "workspace"),
+        (torch.zeros(1 << 18, dtype=torch.float32), TypeError, "workspace"),
+        (torch.zeros(1 << 18, dtype=torch.int64), TypeError, "workspace"),
+        (aligned_empty((1 << 20,), offset_bytes=4, dtype=torch.uint8), ValueError, "16-byte"),
+        (torch.zeros((1 << 18) * 2, dtype=torch.int32)[::2], ValueError, "contiguous"),
+        (torch.zeros(1 << 10, dtype=torch.int32), ValueError, "too small"),
+        (torch.zeros(16, dtype=torch.int32, device="meta"), ValueError, "logits device"),
+    ],
+    ids=["numpy", "float32", "int64", "misaligned", "strided", "too-small", "meta"],
+)
+def test_workspace_checks(workspace, exc, match):
+    _kernel_bad(_split_call(workspace), exc, match)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.uint32])
+def test_workspace_accepted_dtypes(dtype):
+    d, _, compiler = fake_dispatcher()
+    words = d.workspace_bytes() // 4
+    ws = torch.zeros(words * 4 // torch.tensor([], dtype=dtype).element_size(), dtype=dtype)
+    out = _split_call(ws)(d, None)
+    assert out.shape == (1, 8)
+    call = compiler.calls[-1]
+    assert call["parts"] > 1 and call["ws_ptr"] == ws.data_ptr()
+
+
+def test_workspace_object_accepted():
+    d, _, compiler = fake_dispatcher()
+    ws = Workspace.zeros(d.workspace_bytes() // 4, "cpu")
+    _split_call(ws)(d, None)
+    assert compiler.calls[-1]["ws_ptr"] == ws.tensor.data_ptr()
+
+
+# ---------------------------------------------------------------------- the functions directly
+def test_validation_functions_directly():
+    with pytest.raises(ValueError, match="k must be <= 2048"):
+        check_kernel_k(4096)
+    check_kernel_k(2048)
+    with pytest.raises(ValueError, match="2\\*\\*26"):
+        check_kernel_width(1 << 26)
+    assert check_compress_ratio(1) == 0 and check_compress_ratio(4) == 2
+    with pytest.raises(ValueError, match="compress_ratio"):
+        check_compress_ratio(6)
+    assert resolve_k(None, torch.zeros(2, 5, dtype=torch.int32), None) == 5
+    assert resolve_k(None, None, torch.zeros(2, 6)) == 6
+    assert resolve_k(None, torch.zeros(2, 5, dtype=torch.int32), torch.zeros(2, 6)) == 5
+    with pytest.raises(ValueError, match=re.escape("k=5 disagrees with values.shape[1]=6")):
+        check_output(torch.zeros(2, 6), "values", torch.float32, torch.device("cpu"), 2, 5)
+    meta = torch.device("meta")
+    check_index_tensor(torch.empty(3, dtype=torch.int32, device=meta), "kv_lens", meta, 3)
+    with pytest.raises(ValueError, match="kv_lens must be on the logits device"):
+        check_index_tensor(torch.empty(3, dtype=torch.int32), "kv_lens", meta, 3)
+    check_output(torch.empty(2, 3, dtype=torch.int32, device=meta), "out", torch.int32, meta, 2, 3)
+    with pytest.raises(ValueError, match="out must have shape"):
+        check_output(
+            torch.empty(3, 3, dtype=torch.int32, device=meta), "out", torch.int32, meta, 2, 3
+        )
+
+
+@pytest.mark.parametrize(
+    "make, issue",
+    [
+        (lambda: aligned_empty((3, 64)), None),
+        (lambda: aligned_empty((3, 68))[:, :61], None),
+        (lambda: aligned_empty((3, 65))[:, :64], "row stride"),
+        (lambda: aligned_empty((64, 3)).t(), "inner stride"),
+        (lambda: aligned_empty((3, 68))[:, 1:61], "alignment"),
+        (lambda: aligned_empty((1, 70))[:, 1:5], "alignment"),
+        (lambda: aligned_empty((1, 65))[:, :63], None),
+        (lambda: aligned_empty((5, 1)).as_strided((5, 1), (4, 3)), None),
+    ],
+    ids=[
+        "dense",
+        "padded-view",
+        "odd-stride",
+        "transposed",
+        "misaligned",
+        "row-misaligned",
+        "one-row",
+        "one-column",
+    ],
+)
+def test_kernel_view(make, issue):
+    x = make()
+    view, why = kernel_view(x, *x.shape)
+    if issue is None:
+        assert why == "" and view.data_ptr() == x.data_ptr()
+        assert view.stride(1) == 1 and view.stride(0) % 4 == 0
+        assert torch.equal(view, x)
+    else:
+        assert view is None and why == issue
+
+
+def test_as_workspace_words_views():
+    t = torch.zeros(64, dtype=torch.uint8)
+    w = as_workspace_words(t, "workspace", t.device, 16)
+    assert w.dtype == torch.uint32 and w.shape == (16,) and w.data_ptr() == t.data_ptr()
+    with pytest.raises(ValueError, match="needs 68 bytes"):
+        as_workspace_words(t, "workspace", t.device, 17)
