@@ -120,17 +120,17 @@ def gvr_call(case: Case, out: torch.Tensor):
 def gvr_raw_call(case: Case, out: torch.Tensor):
     """The routed compiled kernel called directly: what the public API adds on top of it is
     validation and the launch-cache lookup."""
-    from gvr_dispatch import device_spec
     from gvr_kernels.compile import compile_streaming
     from gvr_kernels.config import StreamingConfig
     from gvr_reference.routing import route_static
 
     n_env = case.max_seq_len // case.cr if case.max_seq_len else case.logits.shape[1]
-    route = route_static(
-        device_spec(), rows=case.rows, n_env=min(n_env, case.logits.shape[1]), k=case.k
-    )
+    route = route_static(_spec(), rows=case.rows, n_env=min(n_env, case.logits.shape[1]), k=case.k)
     mode = {"decode": "decode", "prefill": "prefill", "dense": "full"}[case.mode]
-    fn = compile_streaming(StreamingConfig(mode=mode, **route.config))
+    cfg = StreamingConfig(mode=mode, **route.config)
+    fn = _aot_kernels().get(cfg)
+    if fn is None:
+        fn = compile_streaming(cfg)
     dev = case.logits.device
     ws = torch.zeros(max(route.workspace_words, 4), dtype=torch.int32, device=dev).view(
         torch.uint32
@@ -145,6 +145,36 @@ def gvr_raw_call(case: Case, out: torch.Tensor):
     return lambda: fn(
         case.logits, a, b, out, val, ws, dummy, case.k, case.next_n, shift, route.parts
     )
+
+
+_AOT: dict | None = None
+
+
+def _spec():
+    """The device as routing sees it (read from torch, so no dispatcher is needed)."""
+    from gvr_reference.routing import DeviceSpec
+
+    p = torch.cuda.get_device_properties(0)
+    return DeviceSpec(
+        p.name,
+        f"sm_{p.major}{p.minor}a",
+        p.multi_processor_count,
+        p.shared_memory_per_block_optin,
+        p.shared_memory_per_multiprocessor,
+        8,
+        p.L2_cache_size,
+    )
+
+
+def _aot_kernels() -> dict:
+    """Kernels exported ahead of time (``GVR_AOT_DIR``), for runs without the DSL compiler."""
+    global _AOT
+    if _AOT is None:
+        from gvr_kernels.aot import load_library
+
+        folder = os.environ.get("GVR_AOT_DIR")
+        _AOT = load_library(folder) if folder else {}
+    return _AOT
 
 
 def masked_logits(case: Case) -> torch.Tensor:
