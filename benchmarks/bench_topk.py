@@ -120,7 +120,6 @@ def gvr_call(case: Case, out: torch.Tensor):
 def gvr_raw_call(case: Case, out: torch.Tensor):
     """The routed compiled kernel called directly: what the public API adds on top of it is
     validation and the launch-cache lookup."""
-    from gvr_kernels.compile import compile_streaming
     from gvr_kernels.config import StreamingConfig
     from gvr_reference.routing import route_static
 
@@ -130,6 +129,8 @@ def gvr_raw_call(case: Case, out: torch.Tensor):
     cfg = StreamingConfig(mode=mode, **route.config)
     fn = _aot_kernels().get(cfg)
     if fn is None:
+        from gvr_kernels.compile import compile_streaming
+
         fn = compile_streaming(cfg)
     dev = case.logits.device
     ws = torch.zeros(max(route.workspace_words, 4), dtype=torch.int32, device=dev).view(
