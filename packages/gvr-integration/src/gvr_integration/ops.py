@@ -1,0 +1,325 @@
+"""torch custom ops ``gvr::topk_decode`` and ``gvr::topk_prefill``, and their Python wrappers.
+
+The ops are registered with ``torch.library`` in out-parameter form: they fill ``out`` (and
+``values`` when given) in place and return nothing, so ``torch.compile(fullgraph=True)`` traces
+them as one opaque mutating call and CUDA graphs capture the kernel launch behind them. Both
+have implementations for CPU tensors (the numba CPU engine) and CUDA tensors (the GVR kernels),
+each a call into :mod:`gvr_dispatch`, and a fake implementation that checks shapes and dtypes
+from metadata alone (what tracing and ``torch.library.opcheck`` run)::
+
+    gvr::topk_decode(Tensor logits, Tensor kv_lens, Tensor(a!) out, Tensor(b!)? values=None,
+                     int next_n=1, int compress_ratio=1, int? max_seq_len=None,
+                     Tensor? workspace=None, bool deterministic=False, bool sorted=False) -> ()
+    gvr::topk_prefill(Tensor logits, Tensor row_starts, Tensor row_ends, Tensor(a!) out,
+                      Tensor(b!)? values=None, Tensor? workspace=None,
+                      bool deterministic=False, bool sorted=False) -> ()
+
+``workspace`` is read and written by split launches, which leave every word they touch as they
+found it (zero), so it is not declared mutated: a traced graph must not clone it.
+
+The wrappers :func:`topk_decode` and :func:`topk_prefill` take the arguments of
+:func:`gvr_dispatch.topk_decode` / :func:`gvr_dispatch.topk_prefill`. In eager mode they call
+:mod:`gvr_dispatch` directly, which skips the dispatcher boundary of the op (argument boxing
+and schema handling, a few microseconds per call); while ``torch.compile`` traces
+(``torch.compiler.is_compiling()``) they allocate the missing output buffers and call the op.
+Both paths compute the same answer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import gvr_dispatch
+import torch
+
+__all__ = ["topk_decode", "topk_prefill", "DECODE_SCHEMA", "PREFILL_SCHEMA"]
+
+logger = logging.getLogger("gvr.integration")
+
+DECODE_SCHEMA = (
+    "(Tensor logits, Tensor kv_lens, Tensor(a!) out, Tensor(b!)? values=None, int next_n=1, "
+    "int compress_ratio=1, int? max_seq_len=None, Tensor? workspace=None, "
+    "bool deterministic=False, bool sorted=False) -> ()"
+)
+PREFILL_SCHEMA = (
+    "(Tensor logits, Tensor row_starts, Tensor row_ends, Tensor(a!) out, "
+    "Tensor(b!)? values=None, Tensor? workspace=None, bool deterministic=False, "
+    "bool sorted=False) -> ()"
+)
+_DEVICES = ("cpu", "cuda")
+
+
+# ---------------------------------------------------------------------------- the ops
+@torch.library.custom_op(
+    "gvr::topk_decode", mutates_args=("out", "values"), device_types=_DEVICES, schema=DECODE_SCHEMA
+)
+def _topk_decode_op(
+    logits,
+    kv_lens,
+    out,
+    values=None,
+    next_n=1,
+    compress_ratio=1,
+    max_seq_len=None,
+    workspace=None,
+    deterministic=False,
+    sorted=False,
+):
+    gvr_dispatch.topk_decode(
+        logits,
+        kv_lens,
+        out=out,
+        values=values,
+        next_n=next_n,
+        compress_ratio=compress_ratio,
+        max_seq_len=max_seq_len,
+        workspace=workspace,
+        deterministic=deterministic,
+        sorted=sorted,
+    )
+
+
+@torch.library.custom_op(
+    "gvr::topk_prefill",
+    mutates_args=("out", "values"),
+    device_types=_DEVICES,
+    schema=PREFILL_SCHEMA,
+)
+def _topk_prefill_op(
+    logits,
+    row_starts,
+    row_ends,
+    out,
+    values=None,
+    workspace=None,
+    deterministic=False,
+    sorted=False,
+):
+    gvr_dispatch.topk_prefill(
+        logits,
+        row_starts,
+        row_ends,
+        out=out,
+        values=values,
+        workspace=workspace,
+        deterministic=deterministic,
+        sorted=sorted,
+    )
+
+
+# ---------------------------------------------------------------------------- fake impls
+def _fake_outputs(logits, out, values) -> None:
+    """Metadata checks shared by both fake implementations (shapes may be symbolic)."""
+    torch._check(logits.dim() == 2, lambda: f"logits must be 2-D, got {logits.dim()}-D")
+    torch._check(logits.dtype == torch.float32, lambda: f"logits must be float32: {logits.dtype}")
+    rows = logits.shape[0]
+    torch._check(out.dtype == torch.int32, lambda: f"out must be int32, got {out.dtype}")
+    torch._check(out.dim() == 2, lambda: f"out must be 2-D [rows, k], got {out.dim()}-D")
+    torch._check(out.shape[0] == rows, lambda: f"out must have {rows} rows, got {out.shape[0]}")
+    if values is not None:
+        torch._check(values.dtype == torch.float32, lambda: "values must be float32")
+        torch._check(
+            values.shape == out.shape,
+            lambda: f"values must have the shape of out {tuple(out.shape)}",
+        )
+
+
+@_topk_decode_op.register_fake
+def _topk_decode_fake(
+    logits,
+    kv_lens,
+    out,
+    values=None,
+    next_n=1,
+    compress_ratio=1,
+    max_seq_len=None,
+    workspace=None,
+    deterministic=False,
+    sorted=False,
+):
+    _fake_outputs(logits, out, values)
+    torch._check(next_n >= 1, lambda: f"next_n must be >= 1, got {next_n}")
+    torch._check(kv_lens.dim() == 1, lambda: "kv_lens must be 1-D")
+    torch._check(kv_lens.dtype == torch.int32, lambda: "kv_lens must be int32")
+    torch._check(
+        kv_lens.shape[0] * next_n == logits.shape[0],
+        lambda: "kv_lens.numel() * next_n must equal logits.shape[0]",
+    )
+
+
+@_topk_prefill_op.register_fake
+def _topk_prefill_fake(
+    logits,
+    row_starts,
+    row_ends,
+    out,
+    values=None,
+    workspace=None,
+    deterministic=False,
+    sorted=False,
+):
+    _fake_outputs(logits, out, values)
+    for name, t in (("row_starts", row_starts), ("row_ends", row_ends)):
+        torch._check(t.dim() == 1 and t.dtype == torch.int32, lambda n=name: f"{n}: int32 1-D")
+        torch._check(t.shape[0] == logits.shape[0], lambda n=name: f"{n}: one entry per row")
+
+
+# ---------------------------------------------------------------------------- wrappers
+def _workspace_tensor(workspace):
+    """The op takes a tensor; a :class:`gvr_dispatch.Workspace` is unwrapped."""
+    if isinstance(workspace, gvr_dispatch.Workspace):
+        return workspace.tensor
+    return workspace
+
+
+def _traced_buffers(logits, k, out, values, return_values):
+    """Allocate the outputs a traced call needs (the op only fills buffers)."""
+    if k is None:
+        for buf in (out, values):
+            if buf is not None:
+                k = buf.shape[1]
+                break
+        else:
+            raise TypeError("k is required unless out or values gives it (out.shape[1])")
+    rows = logits.shape[0]
+    if out is None:
+        out = torch.empty((rows, k), dtype=torch.int32, device=logits.device)
+    if values is None and return_values:
+        values = torch.empty((rows, k), dtype=torch.float32, device=logits.device)
+    return out, values
+
+
+def topk_decode(
+    logits,
+    kv_lens,
+    k=None,
+    *,
+    next_n=1,
+    compress_ratio=1,
+    out=None,
+    values=None,
+    return_values=False,
+    max_seq_len=None,
+    workspace=None,
+    deterministic=False,
+    sorted=False,
+):
+    """Decode top-K: :func:`gvr_dispatch.topk_decode` eagerly, ``gvr::topk_decode`` when traced.
+
+    Row ``r`` of request ``r // next_n`` selects from its first
+    ``max(0, (kv_lens[r // next_n] - next_n + r % next_n + 1) // compress_ratio)`` scores,
+    clamped to the width.
+
+    Args:
+        logits: float32 ``[batch * next_n, width]`` on CPU or CUDA (width in compressed KV
+            positions).
+        kv_lens: int32 ``[batch]``, contiguous: total KV length per request in *uncompressed*
+            tokens.
+        k: top-K size; may be left out when ``out`` or ``values`` gives it.
+        next_n: rows per request (MTP draft tokens + 1), ``>= 1``.
+        compress_ratio: KV compression ratio, a power of two.
+        out: optional int32 ``[rows, k]`` contiguous buffer for the indices (filled in place).
+        values: optional float32 ``[rows, k]`` contiguous buffer for the values.
+        return_values: also return values without a ``values`` buffer.
+        max_seq_len: upper bound on ``kv_lens`` in uncompressed tokens; required under
+            CUDA-graph capture (no host read then).
+        workspace: optional split workspace (a :class:`gvr_dispatch.Workspace` or a zeroed CUDA
+            tensor); ignored on the CPU.
+        deterministic: ties at the K-th value go to the smallest indices.
+        sorted: descending values, ties by ascending index, ``-1`` last.
+
+    Returns:
+        ``out`` (int32 ``[rows, k]``, local indices, ``-1`` padded), or ``(out, values)``
+        when ``values`` is given or ``return_values`` is set (``-FLT_MAX`` beside ``-1``).
+
+    Raises:
+        TypeError, ValueError: bad arguments (from :mod:`gvr_dispatch`; nothing is written).
+        RuntimeError: under CUDA-graph capture, what capture forbids (see ``docs/api.md``).
+    """
+    if not torch.compiler.is_compiling():
+        return gvr_dispatch.topk_decode(
+            logits,
+            kv_lens,
+            k,
+            next_n=next_n,
+            compress_ratio=compress_ratio,
+            out=out,
+            values=values,
+            return_values=return_values,
+            max_seq_len=max_seq_len,
+            workspace=workspace,
+            deterministic=deterministic,
+            sorted=sorted,
+        )
+    out, values = _traced_buffers(logits, k, out, values, return_values)
+    torch.ops.gvr.topk_decode(
+        logits,
+        kv_lens,
+        out,
+        values,
+        next_n,
+        compress_ratio,
+        max_seq_len,
+        _workspace_tensor(workspace),
+        deterministic,
+        sorted,
+    )
+    return out if values is None else (out, values)
+
+
+def topk_prefill(
+    logits,
+    row_starts,
+    row_ends,
+    k=None,
+    *,
+    out=None,
+    values=None,
+    return_values=False,
+    workspace=None,
+    deterministic=False,
+    sorted=False,
+):
+    """Prefill top-K over windows: :func:`gvr_dispatch.topk_prefill` eagerly,
+    ``gvr::topk_prefill`` when traced.
+
+    Args:
+        logits: float32 ``[rows, width]`` on CPU or CUDA.
+        row_starts, row_ends: int32 ``[rows]``, contiguous: row ``r`` selects from columns
+            ``[row_starts[r], row_ends[r])`` (clamped to ``[0, width]``).
+        k, out, values, return_values, workspace, deterministic, sorted: as in
+            :func:`topk_decode`.
+
+    Returns:
+        ``out`` (int32 ``[rows, k]``, window-local: column ``- row_starts[r]``), or
+        ``(out, values)``.
+
+    Raises:
+        TypeError, ValueError: bad arguments (nothing is written).
+        RuntimeError: under CUDA-graph capture, what capture forbids.
+    """
+    if not torch.compiler.is_compiling():
+        return gvr_dispatch.topk_prefill(
+            logits,
+            row_starts,
+            row_ends,
+            k,
+            out=out,
+            values=values,
+            return_values=return_values,
+            workspace=workspace,
+            deterministic=deterministic,
+            sorted=sorted,
+        )
+    out, values = _traced_buffers(logits, k, out, values, return_values)
+    torch.ops.gvr.topk_prefill(
+        logits,
+        row_starts,
+        row_ends,
+        out,
+        values,
+        _workspace_tensor(workspace),
+        deterministic,
+        sorted,
+    )
+    return out if values is None else (out, values)
