@@ -1,0 +1,164 @@
+"""The DSA decode pipeline on the real sample: indexer, row lengths, schedule, sparse attention,
+and end-to-end steps checked against the oracle."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from gvr_integration.attention import sparse_attention, torch_topk_selection
+from gvr_integration.indexer import decode_row_lengths, lightning_indexer
+from gvr_integration.pipeline import DecodeConfig, DSADecodePipeline, decode_schedule
+from gvr_reference.realdata import indexer_scores, load_sample
+from gvr_reference.windows import decode_row_lengths as ref_row_lengths
+from integration_helpers import DEVICES, rng
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return load_sample()
+
+
+# ---------------------------------------------------------------------------- indexer
+@pytest.mark.parametrize(
+    "next_n,cr,weights", [(1, 1, "positive"), (2, 4, "signed"), (3, 1, "signed")]
+)
+def test_indexer_matches_the_float64_reference(sample, next_n, cr, weights):
+    """The torch fp32 indexer agrees with realdata's float64-then-rounded scores."""
+    groups = np.array([0, 7, 20 // next_n])
+    positions = (groups[:, None] * next_n + np.arange(next_n)).reshape(-1) + sample.positions[0]
+    ref, kv = indexer_scores(sample, positions, next_n=next_n, compress_ratio=cr, weights=weights)
+    pipe = DSADecodePipeline(
+        sample, DecodeConfig(k=256, next_n=next_n, compress_ratio=cr, weights=weights, batch=3)
+    )
+    inp = pipe.inputs(groups)
+    assert np.array_equal(inp.kv_lens.numpy(), kv)
+    got = pipe.scores(inp).numpy()
+    width = ref.shape[1]
+    assert np.array_equal(np.isinf(got[:, :width]), np.isinf(ref))
+    assert bool(np.isinf(got[:, width:]).all())
+    finite = np.isfinite(ref)
+    scale = np.abs(np.where(finite, ref, 0)).max(axis=1, keepdims=True)
+    diff = got[:, :width].astype(np.float64) - np.where(finite, ref, 0)
+    err = np.abs(np.where(finite, diff, 0)) / scale
+    assert err.max() < 1e-5, err.max()
+
+
+def test_indexer_formula_on_a_tiny_case():
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 3, 4, generator=g)
+    w = torch.randn(2, 3, generator=g)
+    k = torch.randn(5, 4, generator=g)
+    got = lightning_indexer(q, w, k, torch.tensor([5, 3]))
+    want = torch.zeros(2, 5)
+    for t in range(2):
+        for s in range(5):
+            want[t, s] = sum(w[t, h] * torch.relu(q[t, h] @ k[s]) for h in range(3))
+    want[1, 3:] = float("-inf")
+    torch.testing.assert_close(got, want)
+    buf = torch.empty(2, 8)[:, :5]
+    assert lightning_indexer(q, w, k, out=buf) is buf
+    with pytest.raises(ValueError, match="shapes"):
+        lightning_indexer(q, w[:, :2], k)
+
+
+@pytest.mark.parametrize("next_n,cr", [(1, 1), (2, 4), (3, 2), (4, 1)])
+def test_decode_row_lengths_match_the_reference(next_n, cr):
+    kv = rng("lengths", next_n, cr).integers(0, 3000, 13).astype(np.int32)
+    got = decode_row_lengths(torch.from_numpy(kv), next_n, cr, width=600)
+    assert np.array_equal(got.numpy(), ref_row_lengths(kv, next_n, cr, 600))
+    with pytest.raises(ValueError):
+        decode_row_lengths(torch.from_numpy(kv), 0)
+
+
+def test_decode_schedule():
+    steps = decode_schedule(64, 2, 4)
+    assert len(steps) == 8
+    seen = np.concatenate(steps)
+    assert sorted(seen.tolist()) == list(range(32)), "every group exactly once by default"
+    for a, b in zip(steps, steps[1:], strict=False):
+        assert np.array_equal((a + 1) % 32, b), "each request advances one group per step"
+    wrapped = decode_schedule(64, 1, 2, steps=40)
+    assert wrapped[31][1] == 63 and wrapped[32][1] == 0  # the slot wraps to a new request
+    with pytest.raises(ValueError):
+        decode_schedule(64, 2, 33)
+    with pytest.raises(ValueError):
+        decode_schedule(64, 1, 1, steps=0)
+
+
+# ---------------------------------------------------------------------------- attention
+def test_sparse_attention_against_a_float64_loop():
+    g = torch.Generator().manual_seed(1)
+    t, h, d, s = 3, 2, 8, 20
+    q, keys, vals = (
+        torch.randn(t, h, d, generator=g),
+        torch.randn(s, d, generator=g),
+        torch.randn(s, 5, generator=g),
+    )
+    idx = torch.tensor([[3, 0, 19, 7, -1, -1], [1, 2, 3, 4, 5, 6], [-1] * 6], dtype=torch.int32)
+    got = sparse_attention(q, keys, vals, idx)
+    assert got.shape == (t, h, 5)
+    for r in range(t):
+        sel = [int(i) for i in idx[r] if i >= 0]
+        for head in range(h):
+            if not sel:
+                assert bool((got[r, head] == 0).all())
+                continue
+            lo = torch.tensor([float(q[r, head].double() @ keys[i].double()) for i in sel])
+            p = torch.softmax(lo / math.sqrt(d), 0)
+            want = sum(p[j] * vals[i].double() for j, i in enumerate(sel))
+            torch.testing.assert_close(got[r, head].double(), want, atol=1e-6, rtol=1e-5)
+
+
+def test_torch_topk_selection_pads_short_rows():
+    scores = torch.tensor([[5.0, 1.0, 3.0, float("-inf")], [2.0, 9.0, 4.0, 7.0]])
+    sel = torch_topk_selection(scores, torch.tensor([2, 4]), 3)
+    assert sorted(sel[0].tolist()) == [-1, 0, 1]
+    assert sorted(sel[1].tolist()) == [1, 2, 3]
+
+
+# ---------------------------------------------------------------------------- pipeline
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        DecodeConfig(k=2048, next_n=1, compress_ratio=1, weights="positive", batch=2),
+        DecodeConfig(k=512, next_n=2, compress_ratio=4, weights="signed", batch=3),
+        DecodeConfig(k=1024, next_n=2, compress_ratio=4, weights="positive", batch=2),
+    ],
+    ids=lambda c: c.label().replace(" ", ","),
+)
+def test_pipeline_steps_are_exact(sample, device, cfg):
+    pipe = DSADecodePipeline(sample, cfg, device)
+    tol = 1e-4 * float(pipe.values.abs().max())
+    for groups in decode_schedule(len(sample.positions), cfg.next_n, cfg.batch, steps=3):
+        r = pipe.step(groups)
+        assert r.exact, r.summary
+        assert r.rows == cfg.rows and r.rows_same_set + r.tie_rows == r.rows
+        assert r.attn_max_abs_diff <= tol
+        assert 1 <= r.min_len <= r.max_len <= pipe.width
+
+
+def test_pipeline_detects_a_wrong_selection(sample):
+    cfg = DecodeConfig(k=512, next_n=1, batch=2)
+    pipe = DSADecodePipeline(sample, cfg)
+
+    def broken(logits, kv_lens):
+        idx = pipe.select(logits, kv_lens).clone()
+        idx[0, 0] = idx[0, 1]  # a duplicate in place of a selected position
+        return idx
+
+    r = pipe.step([0, 10], broken)
+    assert not r.exact
+    assert "NOT exact" in r.summary
+
+
+def test_pipeline_rejects_bad_configs(sample):
+    with pytest.raises(ValueError, match="compress_ratio"):
+        DSADecodePipeline(sample, DecodeConfig(k=64, compress_ratio=2))
+    with pytest.raises(ValueError, match="exceeds"):
+        DSADecodePipeline(sample, DecodeConfig(k=2048, compress_ratio=4))
+    with pytest.raises(ValueError, match="weights"):
+        DSADecodePipeline(sample, DecodeConfig(k=64, weights="learned"))
