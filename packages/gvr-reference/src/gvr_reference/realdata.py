@@ -3,7 +3,8 @@
 The package ships a small sample made by ``python -m gvr_reference.realgen`` (see
 ``docs/real-input.md`` and ``data/PROVENANCE.md``): the layer-5 key and value caches of
 Gemma-3-270M over the first 4096 tokens of the King James Bible, the queries of the last 64
-positions, head weights, and the mean-pooled (compress ratio 4) key cache. From it,
+positions and head weights. The keys are stored before RoPE; :func:`load_sample` rotates them
+and derives the mean-pooled (compress ratio 4) key cache from them. From it,
 :func:`indexer_scores` builds DeepSeek-style lightning-indexer score rows
 
     I[t, s] = sum_h w[t, h] * relu(q[t, h] . k[s])        for s < row length
@@ -44,7 +45,11 @@ __all__ = [
 ]
 
 DEFAULT_SAMPLE = "gemma3-270m-l5-kjv-4k"
-SAMPLE_FORMAT = "gvr-realgen-sample/1"
+SAMPLE_FORMAT = "gvr-realgen-sample/2"
+# Format 1 stored the rotated keys ``k`` and the pooled keys ``k_compressed`` themselves;
+# samples generated with it still load.
+SAMPLE_FORMAT_1 = "gvr-realgen-sample/1"
+SAMPLE_FORMATS = (SAMPLE_FORMAT_1, SAMPLE_FORMAT)
 WEIGHT_MODES = ("positive", "signed")
 
 
@@ -63,7 +68,8 @@ class RealSample:
 
     Attributes:
         name: the sample's name (file stem).
-        k: float32 ``[N, d]``: rotated keys; ``k[s]`` belongs to position ``s``.
+        k: float32 ``[N, d]``: rotated keys; ``k[s]`` belongs to position ``s`` (samples store
+            the keys before RoPE and :func:`load_sample` rotates them).
         v: float32 ``[N, d]``: values (what sparse attention reads at the selected positions).
         q: float32 ``[T, H, d]``: rotated queries; ``q[i]`` belongs to ``positions[i]``.
         positions: int64 ``[T]``: consecutive query positions.
@@ -71,7 +77,8 @@ class RealSample:
             weights, row ``i`` for ``positions[i]``. Positive: ``1/sqrt(H)`` everywhere;
             signed: ``N(0, 1) / sqrt(H)`` draws (seeded, see ``metadata["weights"]``).
         k_compressed: float32 ``[N // compress_ratio, d]``: keys (after the key norm, before
-            RoPE) averaged over groups ``[r g, r g + r)`` and rotated at position ``r g``.
+            RoPE) averaged over groups ``[r g, r g + r)`` and rotated at position ``r g``;
+            derived from the stored keys on load.
         compress_ratio: ``r`` of ``k_compressed`` (4).
         tokens: int32 ``[N]`` token ids of the model's tokenizer.
         metadata: the provenance strings of the file header (model, text, RoPE, versions, ...).
@@ -146,21 +153,89 @@ def sample_path(name: str | None = None) -> Path:
     return path
 
 
-def _decode(tensors: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """float32 view of a stored cache tensor (int8 + scales, float16 or float32)."""
+def _unpack_int6(packed: np.ndarray) -> np.ndarray:
+    """int8 codes ``[R, 4 w / 3]`` in ``[-31, 31]`` from 6-bit codes packed into uint8 ``[R, w]``.
+
+    Bytes ``3 j .. 3 j + 2`` are the little-endian 24-bit word ``c0 | c1 << 6 | c2 << 12 |
+    c3 << 18`` of the codes of columns ``4 j .. 4 j + 3``, each stored as ``code + 32``
+    (``realgen.ops.pack_int6``).
+    """
+    rows, width = packed.shape
+    if width % 3:
+        raise ValueError(f"packed 6-bit rows must be a multiple of 3 bytes, got {width}")
+    b = packed.reshape(rows, width // 3, 3).astype(np.int32)
+    word = b[..., 0] | (b[..., 1] << 8) | (b[..., 2] << 16)
+    codes = np.stack([(word >> shift) & 63 for shift in (0, 6, 12, 18)], axis=-1) - 32
+    return codes.reshape(rows, 4 * (width // 3)).astype(np.int8)
+
+
+def _decode(tensors: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+    """float32 view of a stored cache tensor (int8 or packed 6-bit + scales, float16/32)."""
     x = tensors[name]
-    if x.dtype == np.int8:
+    if x.dtype in (np.int8, np.uint8):
+        codes = x if x.dtype == np.int8 else _unpack_int6(x)
         scale = tensors[f"{name}_scale"].astype(np.float32)
         channel = tensors[f"{name}_channel_scale"].astype(np.float32)
         # The same two float32 products, in the same order, as realgen.ops.dequantize_int8.
-        return (x.astype(np.float32) * scale[:, None]) * channel[None, :]
+        return (codes.astype(np.float32) * scale[:, None]) * channel[None, :]
     if x.dtype in (np.float16, np.float32):
         return x.astype(np.float32)
     raise ValueError(f"{name}: unsupported storage dtype {x.dtype}")
 
 
+def _rope_cos_sin(
+    positions: np.ndarray, head_dim: int, theta: float, scale: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """float32 ``[P, d]`` cos and sin of rotate-half RoPE at positions ``p * scale``.
+
+    The same float64 steps as ``realgen.ops.rope_cos_sin``: ``inv_freq[i] = 1 / theta **
+    (2 i / d)``, angle ``(p * scale) * inv_freq[i]`` in columns ``i`` and ``i + d/2``, rounded
+    to float32 after ``cos``/``sin``.
+    """
+    inv_freq = 1.0 / (float(theta) ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    angles = np.asarray(positions, dtype=np.float64)[:, None] * float(scale) * inv_freq[None, :]
+    angles = np.concatenate([angles, angles], axis=-1)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def _apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """``x * cos + rotate_half(x) * sin`` in float32 (``realgen.ops.apply_rope``)."""
+    half = x.shape[-1] // 2
+    rotated = np.concatenate([-x[:, half:], x[:, :half]], axis=-1)
+    return x * cos + rotated * sin
+
+
+def _decode_sample(
+    tensors: Mapping[str, np.ndarray], meta: Mapping[str, str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``(k, v, k_compressed, compress_ratio)`` of a sample's stored tensors, in float32.
+
+    Format 2 stores the keys after the key norm and before RoPE (``k_unrotated``): ``k[s]`` is
+    that key rotated at position ``s``, and ``k_compressed[g]`` the mean (float64, rounded to
+    float32) of the keys ``r g .. r g + r - 1`` rotated at position ``r g``, RoPE as recorded
+    in ``rope_theta`` and ``rope_position_scale``. Format 1 stored ``k`` and ``k_compressed``.
+    The generator calls this too, to measure what a sample's readers get.
+    """
+    ratio = int(meta["compress_ratio"])
+    v = _decode(tensors, "v")
+    if meta.get("format") == SAMPLE_FORMAT_1:
+        return _decode(tensors, "k"), v, _decode(tensors, "k_compressed"), ratio
+    raw = _decode(tensors, "k_unrotated")
+    theta, scale = float(meta["rope_theta"]), float(meta["rope_position_scale"])
+    n, d = raw.shape
+    k = _apply_rope(raw, *_rope_cos_sin(np.arange(n), d, theta, scale))
+    g = n // ratio
+    pooled = raw[: g * ratio].astype(np.float64).reshape(g, ratio, d).mean(axis=1)
+    pooled = pooled.astype(np.float32)
+    kc = _apply_rope(pooled, *_rope_cos_sin(np.arange(g) * ratio, d, theta, scale))
+    return k, v, kc, ratio
+
+
 def load_sample(name: str | None = None) -> RealSample:
     """Load a real-input sample and decode it to float32.
+
+    The caches are dequantized, the keys rotated by RoPE at their positions and the pooled
+    keys derived from them (see ``data/PROVENANCE.md`` for the layout of the file).
 
     Args:
         name: a shipped sample name, a path to a sample ``.safetensors`` file, or ``None`` for
@@ -177,14 +252,16 @@ def load_sample(name: str | None = None) -> RealSample:
     tensors = load_file(str(path))
     with safe_open(str(path), framework="np") as fh:
         meta = dict(fh.metadata() or {})
-    if meta.get("format") != SAMPLE_FORMAT:
-        raise ValueError(f"{path}: format {meta.get('format')!r}, expected {SAMPLE_FORMAT!r}")
-    k, v, kc = _decode(tensors, "k"), _decode(tensors, "v"), _decode(tensors, "k_compressed")
+    if meta.get("format") not in SAMPLE_FORMATS:
+        raise ValueError(f"{path}: format {meta.get('format')!r}, expected one of {SAMPLE_FORMATS}")
+    try:
+        k, v, kc, ratio = _decode_sample(tensors, meta)
+    except KeyError as err:
+        raise ValueError(f"{path}: missing tensor or metadata entry {err}") from None
     q = tensors["q"].astype(np.float32)
     positions = tensors["positions"].astype(np.int64)
     n, d = k.shape
     t, h, dq = q.shape
-    ratio = int(meta["compress_ratio"])
     problems = []
     if v.shape != (n, d) or dq != d:
         problems.append(f"k {k.shape}, v {v.shape}, q {q.shape} disagree")

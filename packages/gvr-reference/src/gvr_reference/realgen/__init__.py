@@ -8,7 +8,7 @@ standard library source) and writes the layer-5 key/value caches and decode quer
 The library never imports this subpackage; importing it does not import torch either (the
 submodules do):
 
-- :mod:`.ops`: RoPE, position interpolation, mean pooling, int8 storage (torch, pure);
+- :mod:`.ops`: RoPE, position interpolation, mean pooling, 8- and 6-bit storage (torch, pure);
 - :mod:`.text`: the texts and their provenance;
 - :mod:`.model`: the GGUF, its de-quantized cache, the truncated model;
 - :mod:`.capture`: layers 0-4 in chunks, layer 5 by hand, the check against the model;

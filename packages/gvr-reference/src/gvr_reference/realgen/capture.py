@@ -117,6 +117,8 @@ class Layer5:
     Attributes:
         q: float32 ``[P, H, d]`` rotated queries at the requested query positions.
         k: float32 ``[N, d]`` rotated keys at positions ``0 .. N-1``.
+        k_unrotated: float32 ``[N, d]`` the same keys after ``k_norm`` and before RoPE (what a
+            sample stores; the loader rotates them).
         v: float32 ``[N, d]`` values.
         k_compressed: float32 ``[N // r, d]``: keys after ``k_norm``, mean-pooled over groups
             ``[r g, r g + r)`` and rotated at position ``r g`` (``None`` if ``r`` was 0).
@@ -125,6 +127,7 @@ class Layer5:
 
     q: torch.Tensor
     k: torch.Tensor
+    k_unrotated: torch.Tensor
     v: torch.Tensor
     k_compressed: torch.Tensor | None
     scale: float
@@ -174,7 +177,7 @@ def layer5_projections(
         group_pos = torch.arange(pooled.shape[0]) * compress_ratio
         cos_c, sin_c = rope_cos_sin(group_pos, head_dim, theta, scale)
         k_compressed = apply_rope(pooled, cos_c, sin_c)
-    return Layer5(q=q, k=k, v=v, k_compressed=k_compressed, scale=scale)
+    return Layer5(q=q, k=k, k_unrotated=k_raw, v=v, k_compressed=k_compressed, scale=scale)
 
 
 @torch.inference_mode()

@@ -58,7 +58,18 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--tokens", type=int, default=4096, help="N, <bos> included (default 4096)")
     gen.add_argument("--queries", type=int, default=64, help="T decode queries at the end")
     gen.add_argument("--chunk", type=int, default=2048, help="tokens per forward call")
-    gen.add_argument("--cache-dtype", default="int8", choices=("int8", "float16", "float32"))
+    gen.add_argument(
+        "--cache-dtype",
+        default="int8",
+        choices=("int8", "float16", "float32"),
+        help="storage of the keys (default int8)",
+    )
+    gen.add_argument(
+        "--value-dtype",
+        default="auto",
+        choices=("auto", "int6", "int8", "float16", "float32"),
+        help="storage of the values (default auto: int6 with int8 keys, else the keys' dtype)",
+    )
     gen.add_argument("--query-dtype", default="float16", choices=("float16", "float32"))
     gen.add_argument("--compress-ratio", type=int, default=4)
     gen.add_argument("--seed", type=int, default=0, help="seed of the signed head weights")
@@ -114,6 +125,7 @@ def _generate(args: argparse.Namespace, command: str) -> None:
         n_queries=args.queries,
         chunk=args.chunk,
         cache_dtype=args.cache_dtype,
+        value_dtype=args.value_dtype,
         query_dtype=args.query_dtype,
         compress_ratio=args.compress_ratio,
         signed_seed=args.seed,

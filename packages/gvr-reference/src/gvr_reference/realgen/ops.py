@@ -1,4 +1,4 @@
-"""Pure tensor helpers of the generator: RoPE, position interpolation, pooling, 8-bit storage.
+"""Pure tensor helpers of the generator: RoPE, position interpolation, pooling, 8/6-bit storage.
 
 Everything here is a small deterministic function of its inputs (no model, no files), so the
 tests can check it on tiny tensors. All functions take and return ``torch.Tensor``.
@@ -29,8 +29,10 @@ __all__ = [
     "apply_rope",
     "mean_pool",
     "gemma_rms_norm",
+    "quantize_symmetric",
     "quantize_int8",
     "dequantize_int8",
+    "pack_int6",
 ]
 
 
@@ -178,15 +180,48 @@ def gemma_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
     return normed * (1.0 + weight.to(torch.float32))
 
 
+def quantize_symmetric(
+    x: torch.Tensor, bits: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Symmetric quantization to ``bits`` bits with a float32 scale per column and per row.
+
+    With ``L = 2 ** (bits - 1) - 1`` levels on each side of zero (127 for 8 bits, 31 for 6):
+    ``channel_scale[j] = max_i |x[i, j]|`` (1 for an all-zero column), ``y = x / channel_scale``,
+    ``scale[i] = max_j |y[i, j]| / L`` (1 for an all-zero row) and ``q = round(y / scale)`` in
+    ``[-L, L]``, so :func:`dequantize_int8` is within ``scale[i] * channel_scale[j] / 2`` of
+    every element.
+
+    Args:
+        x: float tensor ``[R, d]``.
+        bits: 2 to 8.
+
+    Returns:
+        ``(q, scale, channel_scale)``: int8 ``[R, d]`` codes in ``[-L, L]``, float32 ``[R]``,
+        float32 ``[d]``.
+
+    Raises:
+        ValueError: ``bits`` outside 2-8.
+    """
+    if not 2 <= bits <= 8:
+        raise ValueError(f"bits must be in 2..8, got {bits}")
+    levels = float(2 ** (bits - 1) - 1)
+    x = x.to(torch.float32)
+    col = x.abs().amax(dim=0)
+    col = torch.where(col > 0, col, torch.ones_like(col))
+    y = x / col
+    row = y.abs().amax(dim=-1) / levels
+    row = torch.where(row > 0, row, torch.ones_like(row))
+    q = torch.round(y / row[:, None]).clamp_(-levels, levels).to(torch.int8)
+    return q, row, col
+
+
 def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Symmetric int8 quantization with a float32 scale per column and per row.
 
-    ``channel_scale[j] = max_i |x[i, j]|`` (1 for an all-zero column), ``y = x / channel_scale``,
-    ``scale[i] = max_j |y[i, j]| / 127`` (1 for an all-zero row) and ``q = round(y / scale)``,
-    so :func:`dequantize_int8` is within ``scale[i] * channel_scale[j] / 2`` of every element.
-    The per-column scale matters for Gemma's layer-5 keys: ``k_norm`` scales a few channels far
-    above the rest (max/rms ~6 per token) and zeroes four, so a per-row scale alone costs
-    ~2% of the score range, the two together ~0.4%.
+    :func:`quantize_symmetric` with 8 bits (127 levels each side). The per-column scale matters
+    for Gemma's layer-5 keys: ``k_norm`` scales a few channels far above the rest (max/rms ~6
+    per token) and zeroes five, so a per-row scale alone costs ~2% of the score range, the two
+    together ~0.4%.
 
     DeepSeek-V3.2 also keeps its indexer keys in 8 bits (FP8 e4m3 with one fp32 scale per 128
     elements, ``act_quant`` in ``inference/model.py`` of DeepSeek-V3.2-Exp); int8 with these
@@ -198,27 +233,47 @@ def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     Returns:
         ``(q, scale, channel_scale)``: int8 ``[R, d]``, float32 ``[R]``, float32 ``[d]``.
     """
-    x = x.to(torch.float32)
-    col = x.abs().amax(dim=0)
-    col = torch.where(col > 0, col, torch.ones_like(col))
-    y = x / col
-    row = y.abs().amax(dim=-1) / 127.0
-    row = torch.where(row > 0, row, torch.ones_like(row))
-    q = torch.round(y / row[:, None]).clamp_(-127, 127).to(torch.int8)
-    return q, row, col
+    return quantize_symmetric(x, 8)
+
+
+def pack_int6(q: torch.Tensor) -> torch.Tensor:
+    """Pack 6-bit codes (``[-31, 31]``, from ``quantize_symmetric(x, 6)``) four to three bytes.
+
+    Each code is offset to ``c = q + 32`` (1..63); the four codes ``c0..c3`` of columns
+    ``4 j .. 4 j + 3`` form the 24-bit little-endian word ``c0 | c1 << 6 | c2 << 12 | c3 << 18``,
+    stored as bytes ``3 j .. 3 j + 2``. ``gvr_reference.realdata`` unpacks it with numpy.
+
+    Args:
+        q: int8 ``[R, d]`` with ``d`` a multiple of 4 and every code in ``[-31, 31]``.
+
+    Returns:
+        uint8 ``[R, 3 d / 4]``.
+
+    Raises:
+        ValueError: ``d`` is not a multiple of 4 or a code is out of range.
+    """
+    rows, d = q.shape
+    if d % 4:
+        raise ValueError(f"the row width must be a multiple of 4, got {d}")
+    if bool((q.abs() > 31).any()):
+        raise ValueError("6-bit codes must lie in [-31, 31]")
+    c = (q.to(torch.int32) + 32).reshape(rows, d // 4, 4)
+    word = c[..., 0] | (c[..., 1] << 6) | (c[..., 2] << 12) | (c[..., 3] << 18)
+    packed = torch.stack([word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF], dim=-1)
+    return packed.reshape(rows, 3 * d // 4).to(torch.uint8)
 
 
 def dequantize_int8(
     q: torch.Tensor, scale: torch.Tensor, channel_scale: torch.Tensor
 ) -> torch.Tensor:
-    """Inverse of :func:`quantize_int8`, in float32 and in this order:
+    """Inverse of :func:`quantize_symmetric`, in float32 and in this order:
     ``(q * scale[:, None]) * channel_scale[None, :]``.
 
     ``gvr_reference.realdata`` decodes stored samples with the same two float32 products, so
     both give bit-identical arrays.
 
     Args:
-        q: int8 ``[R, d]``.
+        q: int8 ``[R, d]`` codes (8 or 6 bits).
         scale: float32 ``[R]``.
         channel_scale: float32 ``[d]``.
 

@@ -2,14 +2,14 @@
 
 A sample is one safetensors file that :func:`gvr_reference.realdata.load_sample` reads. For a
 sequence of ``N`` tokens (``<bos>`` at position 0, then the text from its first character) and
-the last ``T`` positions ``t = N - T .. N - 1`` as decode queries it holds:
+the last ``T`` positions ``t = N - T .. N - 1`` as decode queries it holds (format
+``gvr-realgen-sample/2``):
 
 ==================== ================== =====================================================
 tensor               shape              meaning
 ==================== ================== =====================================================
-``k``                ``[N, 256]``       rotated layer-5 keys (the indexer key cache)
+``k_unrotated``      ``[N, 256]``       layer-5 keys after ``k_norm``, before RoPE
 ``v``                ``[N, 256]``       layer-5 values (the KV entries attention reads)
-``k_compressed``     ``[N // 4, 256]``  keys mean-pooled over groups of 4, rotated at ``4 g``
 ``q``                ``[T, 4, 256]``    rotated layer-5 queries of positions ``N - T .. N - 1``
 ``positions``        ``[T]`` int32      those positions
 ``weights_positive`` ``[T, 4]`` fp32    ``1 / sqrt(4) = 0.5`` for every head
@@ -17,10 +17,18 @@ tensor               shape              meaning
 ``tokens``           ``[N]`` int32      the token ids
 ==================== ================== =====================================================
 
-``k``, ``v`` and ``k_compressed`` are stored as ``int8`` (with ``<name>_scale`` ``[rows]`` and
+The loader rotates the keys at their positions (RoPE as recorded in the metadata entries
+``rope_theta`` and ``rope_position_scale``) and derives the compressed keys: the unrotated keys
+mean-pooled over groups of ``compress_ratio``, group ``g`` rotated at position
+``compress_ratio * g``. Storing the keys before RoPE costs nothing in accuracy and lets one
+stored cache serve both.
+
+``k_unrotated`` is stored as ``int8`` (with ``<name>_scale`` ``[rows]`` and
 ``<name>_channel_scale`` ``[256]`` fp32, see :func:`~gvr_reference.realgen.ops.quantize_int8`),
-``float16`` or ``float32``; ``q`` as ``float16`` or ``float32``. Provenance goes into the
-safetensors header as string metadata.
+``float16`` or ``float32``; ``v`` likewise or as 6-bit codes with the same two scales, packed
+four to three bytes (uint8 ``[N, 192]``, :func:`~gvr_reference.realgen.ops.pack_int6`); ``q``
+as ``float16`` or ``float32``. Provenance goes into the safetensors header as string metadata,
+with the storage error of each decoded cache against the generator's float32 values.
 """
 
 from __future__ import annotations
@@ -32,9 +40,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from .capture import LAYER, layer5_projections, residual_into_layer, verify_layer5
+from ..realdata import SAMPLE_FORMAT, _decode_sample
+from .capture import LAYER, Layer5, layer5_projections, residual_into_layer, verify_layer5
 from .model import (
     BASE_MODEL,
     GGUF_PACKAGE,
@@ -44,7 +54,7 @@ from .model import (
     LoadedModel,
     package_versions,
 )
-from .ops import interpolation_scale, quantize_int8
+from .ops import interpolation_scale, pack_int6, quantize_int8, quantize_symmetric
 from .text import Text
 
 __all__ = [
@@ -59,8 +69,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FORMAT = "gvr-realgen-sample/1"
+FORMAT = SAMPLE_FORMAT
 CACHE_DTYPES = ("int8", "float16", "float32")
+VALUE_DTYPES = ("auto", "int6", "int8", "float16", "float32")
 QUERY_DTYPES = ("float16", "float32")
 CAVEAT = (
     "Not DeepSeek outputs: q/k/v come from one attention layer of a small model "
@@ -82,9 +93,11 @@ class SampleSpec:
             ``compress_ratio`` keeps every key in a complete group).
         n_queries: number ``T`` of decode positions at the end (the last ``T`` positions).
         chunk: tokens per forward call of layers 0-4.
-        cache_dtype: storage of ``k``, ``v``, ``k_compressed``: ``int8``, ``float16``, ``float32``.
+        cache_dtype: storage of the keys: ``int8``, ``float16`` or ``float32``.
+        value_dtype: storage of ``v``: ``int6``, ``int8``, ``float16``, ``float32`` or ``auto``
+            (``int6`` with ``int8`` keys, else ``cache_dtype``; see :attr:`values`).
         query_dtype: storage of ``q``: ``float16`` or ``float32``.
-        compress_ratio: group size of ``k_compressed``.
+        compress_ratio: group size of the compressed keys the loader derives.
         signed_seed: seed of ``torch.Generator`` for ``weights_signed``.
         verify_tokens: length of the layer-5 check input (0 skips the check).
     """
@@ -93,6 +106,7 @@ class SampleSpec:
     n_queries: int = 64
     chunk: int = 2048
     cache_dtype: str = "int8"
+    value_dtype: str = "auto"
     query_dtype: str = "float16"
     compress_ratio: int = 4
     signed_seed: int = 0
@@ -104,10 +118,24 @@ class SampleSpec:
             raise ValueError(f"need 1 <= n_queries <= n_tokens, got {self}")
         if self.cache_dtype not in CACHE_DTYPES:
             raise ValueError(f"cache_dtype must be one of {CACHE_DTYPES}")
+        if self.value_dtype not in VALUE_DTYPES:
+            raise ValueError(f"value_dtype must be one of {VALUE_DTYPES}")
         if self.query_dtype not in QUERY_DTYPES:
             raise ValueError(f"query_dtype must be one of {QUERY_DTYPES}")
         if self.compress_ratio < 1 or self.chunk < 1 or self.verify_tokens < 0:
             raise ValueError(f"compress_ratio and chunk must be >= 1, verify_tokens >= 0: {self}")
+
+    @property
+    def values(self) -> str:
+        """The storage of ``v``: ``value_dtype``, with ``auto`` resolved.
+
+        ``auto`` is ``int6`` next to ``int8`` keys: that is the committed sample, whose two
+        8-bit caches of 4096 x 256 would fill the whole 2 MiB budget by themselves; the values
+        do not enter the indexer scores. With 16- or 32-bit keys it is the keys' dtype.
+        """
+        if self.value_dtype != "auto":
+            return self.value_dtype
+        return "int6" if self.cache_dtype == "int8" else self.cache_dtype
 
 
 def tokenize_prefix(tokenizer, text: str, n_tokens: int) -> tuple[torch.Tensor, int]:
@@ -147,6 +175,10 @@ def _store(name: str, x: torch.Tensor, dtype: str, out: dict[str, torch.Tensor])
     if dtype == "int8":
         q, scale, channel = quantize_int8(x)
         out[name], out[f"{name}_scale"], out[f"{name}_channel_scale"] = q, scale, channel
+    elif dtype == "int6":
+        q, scale, channel = quantize_symmetric(x, 6)
+        out[name], out[f"{name}_scale"] = pack_int6(q), scale
+        out[f"{name}_channel_scale"] = channel
     else:
         out[name] = x.to(getattr(torch, dtype)).contiguous()
 
@@ -203,9 +235,8 @@ def build_sample(
     signed = torch.randn(t, heads, generator=gen, dtype=torch.float32) * heads**-0.5
 
     tensors: dict[str, torch.Tensor] = {}
-    _store("k", proj.k, spec.cache_dtype, tensors)
-    _store("v", proj.v, spec.cache_dtype, tensors)
-    _store("k_compressed", proj.k_compressed, spec.cache_dtype, tensors)
+    _store("k_unrotated", proj.k_unrotated, spec.cache_dtype, tensors)
+    _store("v", proj.v, spec.values, tensors)
     tensors["q"] = proj.q.to(getattr(torch, spec.query_dtype)).contiguous()
     tensors["positions"] = positions.to(torch.int32)
     tensors["weights_positive"] = torch.full((t, heads), heads**-0.5, dtype=torch.float32)
@@ -216,12 +247,26 @@ def build_sample(
         interp = f"none (N = {n} <= {trained} trained positions)"
     else:
         interp = f"linear: RoPE position = p * {trained} / {n} = p * {scale:g} (q and k)"
-    cache_note = {
-        "int8": "int8 with fp32 <name>_scale [rows] and <name>_channel_scale [256]; decode "
-        "(x.astype(f32) * scale[:, None]) * channel_scale[None, :] in fp32",
+    d = int(proj.k.shape[1])
+    scales = f"fp32 <name>_scale [rows] and <name>_channel_scale [{d}]"
+    decode = "decode (codes.astype(f32) * scale[:, None]) * channel_scale[None, :] in fp32"
+    notes = {
+        "int8": f"int8 codes in [-127, 127] with {scales}; {decode}",
+        "int6": f"6-bit codes in [-31, 31] with {scales}, stored as code + 32 and packed four "
+        f"to three bytes (uint8 [rows, {3 * d // 4}]: bytes 3j..3j+2 are the little-endian word "
+        f"c0 | c1 << 6 | c2 << 12 | c3 << 18 of columns 4j..4j+3); {decode}",
         "float16": "float16 (upcast to fp32)",
         "float32": "float32",
-    }[spec.cache_dtype]
+    }
+    ratio = spec.compress_ratio
+    meta_rope = {
+        "format": FORMAT,
+        "rope_theta": repr(theta),
+        "rope_position_scale": repr(scale),
+        "compress_ratio": str(ratio),
+    }
+    error = _storage_error(tensors, meta_rope, proj)
+    log.info("storage error of the decoded caches: %s", error)
     versions = package_versions()
     versions["python"] = f"{platform.python_implementation()} {platform.python_version()}"
     meta = {
@@ -236,18 +281,22 @@ def build_sample(
         "layer_kind": "first global (full-attention) layer; layers 0-4 sliding-window 512",
         "heads": str(heads),
         "kv_heads": "1",
-        "head_dim": str(proj.k.shape[1]),
+        "head_dim": str(d),
         "qk": "x = input_layernorm(h); q = q_norm(q_proj(x)); k = k_norm(k_proj(x)); "
-        "v = v_proj(x); q, k rotated; v not",
-        "rope": f"rotate-half (non-interleaved), theta {theta:g}, angles in float64",
-        "rope_position_scale": repr(scale),
+        "v = v_proj(x); q stored rotated; k stored before RoPE (k_unrotated) and rotated at "
+        "position s on load; v never rotated",
+        "rope": f"rotate-half (non-interleaved), theta {theta:g}, angles in float64: "
+        f"inv_freq[i] = 1 / theta ** (2i / {d}), angle (p * rope_position_scale) * inv_freq[i] "
+        f"in columns i and i + {d // 2}, cos/sin rounded to fp32, x * cos + rotate_half(x) * sin "
+        "in fp32",
+        "rope_theta": meta_rope["rope_theta"],
+        "rope_position_scale": meta_rope["rope_position_scale"],
         "interpolation": interp,
         "trained_positions": str(trained),
-        "compress_ratio": str(spec.compress_ratio),
-        "compression": f"k after k_norm (before RoPE) mean-pooled over [{spec.compress_ratio}g, "
-        f"{spec.compress_ratio}g+{spec.compress_ratio - 1}], rotated at position "
-        f"{spec.compress_ratio}g (times rope_position_scale); a query at t sees "
-        f"(t + 1) // {spec.compress_ratio} groups",
+        "compress_ratio": str(ratio),
+        "compression": f"derived on load: k_unrotated (decoded) mean-pooled over [{ratio}g, "
+        f"{ratio}g+{ratio - 1}] in float64, rounded to fp32, rotated at position {ratio}g "
+        f"(times rope_position_scale); a query at t sees (t + 1) // {ratio} groups",
         "score": "I[t, s] = sum_h w[t, h] * relu(q[t, h] . k[s]) for s <= t "
         "(unscaled dot products)",
         "weights": f"weights_positive: 1/sqrt({heads}) for every head; weights_signed: "
@@ -266,12 +315,12 @@ def build_sample(
         "query_positions": f"{n - t}..{n - 1} (the last {t})",
         "storage": json.dumps(
             {
-                "k": cache_note,
-                "v": cache_note,
-                "k_compressed": cache_note,
-                "q": spec.query_dtype,
+                "k_unrotated": notes[spec.cache_dtype],
+                "v": notes[spec.values],
+                "q": f"{spec.query_dtype}, rotated",
             }
         ),
+        "storage_error": json.dumps(error),
         "chunk": str(spec.chunk),
         "layer5_check": json.dumps(check),
         "layers_0_4_seconds": f"{seconds:.1f}",
@@ -283,6 +332,32 @@ def build_sample(
         "caveat": CAVEAT,
     }
     return tensors, meta
+
+
+def _storage_error(
+    tensors: dict[str, torch.Tensor], meta: dict[str, str], proj: Layer5
+) -> dict[str, dict[str, float]]:
+    """How far the loader's float32 caches are from the generator's own float32 values.
+
+    Decodes ``tensors`` exactly as :func:`gvr_reference.realdata.load_sample` does and, for
+    ``k``, ``k_compressed`` and ``v``, returns ``max_rel`` (max abs error / max abs value) and
+    ``rms_rel`` (rms error / rms value), rounded to 3 significant digits.
+    """
+    arrays = {name: x.numpy() for name, x in tensors.items()}
+    k, v, kc, _ = _decode_sample(arrays, meta)
+    out = {}
+    for name, got, ref in (
+        ("k", k, proj.k),
+        ("k_compressed", kc, proj.k_compressed),
+        ("v", v, proj.v),
+    ):
+        ref = ref.numpy().astype(np.float64)
+        diff = got.astype(np.float64) - ref
+        out[name] = {
+            "max_rel": float(f"{np.abs(diff).max() / np.abs(ref).max():.3g}"),
+            "rms_rel": float(f"{np.sqrt(np.mean(diff**2) / np.mean(ref**2)):.3g}"),
+        }
+    return out
 
 
 def write_sample(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> Path:
