@@ -58,6 +58,9 @@ class FakeRuntime:
     def current_index(self) -> int:
         return 0
 
+    def device_count(self) -> int:
+        return 1
+
     def device_guard(self, device_index: int):
         return contextlib.nullcontext()
 

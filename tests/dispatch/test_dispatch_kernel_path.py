@@ -280,3 +280,51 @@ def test_host_overhead_of_a_warm_call():
         best = min(best, (time.perf_counter() - t0) / reps)
     print(f"\nhost overhead per warm topk_decode call (b=1, split, out given): {best * 1e6:.1f} us")
     assert best < 200e-6
+
+
+def test_fast_decode_path_matches_the_general_path():
+    """The inline fast path serves the common warm call exactly like the general path, and
+    declines (returns None) everything else."""
+    d, runtime, compiler = fake_dispatcher()
+    b = make_decode_batch(
+        12, batch=3, next_n=2, compress_ratio=4, k=64, width=5000, row_stride=5004,
+        lengths="edge",
+    )  # fmt: skip
+    x, kv = _view(b), _t(b.kv_lens)
+    msl = 5000 * 4
+
+    def fast(**kw):
+        args = dict(k=64, next_n=2, compress_ratio=4, out=None, values=None,
+                    return_values=True, max_seq_len=msl, workspace=None,
+                    deterministic=True, sorted=False)  # fmt: skip
+        args.update(kw)
+        return d._decode_fast(x, kv, *args.values())
+
+    assert fast() is None  # cold key
+    ref_out, ref_val = d._decode(x, kv, 64, 2, 4, None, None, True, msl, None, True, False)
+    n_calls = len(compiler.calls)
+    out, val = fast()
+    assert len(compiler.calls) == n_calls + 1
+    assert torch.equal(out, ref_out) and torch.equal(val, ref_val)
+    b.check(out.numpy(), val.numpy()).raise_if_failed()
+    buf = torch.empty(6, 64, dtype=torch.int32)
+    assert fast(k=None, out=buf, return_values=False, values=torch.empty(6, 64))[0] is buf
+    declined = [
+        dict(sorted=True),
+        dict(workspace=torch.zeros(4, dtype=torch.int32)),
+        dict(max_seq_len=None),
+        dict(max_seq_len=4 * 1000),  # another envelope: a key that was not warmed
+        dict(k=np.int64(64)),
+        dict(k=65),
+        dict(next_n=True),
+        dict(compress_ratio=3),
+        dict(return_values=1),
+        dict(out=torch.empty(6, 64, dtype=torch.int64)),
+        dict(out=torch.empty(64, 6, dtype=torch.int32).t()),
+        dict(out=torch.empty(6, 63, dtype=torch.int32)),
+        dict(values=torch.empty(6, 64, dtype=torch.float64)),
+    ]
+    for kw in declined:
+        assert fast(**kw) is None, kw
+    odd = torch.from_numpy(b.arena).view(-1)[: 6 * 5001].view(6, 5001)[:, :5000]
+    assert d._decode_fast(odd, kv, 64, 2, 4, None, None, True, msl, None, True, False) is None

@@ -115,20 +115,18 @@ def topk_decode(
         RuntimeError: under CUDA-graph capture: a launch key that was not warmed, no
             ``max_seq_len``, or a logits layout that needs a copy.
     """
-    return get_dispatcher().topk_decode(
-        logits,
-        kv_lens,
-        k,
-        next_n=next_n,
-        compress_ratio=compress_ratio,
-        out=out,
-        values=values,
-        return_values=return_values,
-        max_seq_len=max_seq_len,
-        workspace=workspace,
-        deterministic=deterministic,
-        sorted=sorted,
-    )
+    # Positional calls into the dispatcher: this is the per-step hot path.
+    d = _default or get_dispatcher()
+    res = d._decode_fast(
+        logits, kv_lens, k, next_n, compress_ratio, out, values, return_values, max_seq_len,
+        workspace, deterministic, sorted,
+    )  # fmt: skip
+    if res is not None:
+        return res
+    return d._decode(
+        logits, kv_lens, k, next_n, compress_ratio, out, values, return_values, max_seq_len,
+        workspace, deterministic, sorted,
+    )  # fmt: skip
 
 
 def topk_prefill(

@@ -111,6 +111,10 @@ class CudaRuntime:
         """Device index of a CUDA ``torch.device``."""
         return device.index
 
+    def device_count(self) -> int:
+        """Number of visible CUDA devices."""
+        return int(self._torch.cuda.device_count())
+
     def current_index(self) -> int:
         """Index of the current CUDA device."""
         if self._get_device is not None:

@@ -56,6 +56,7 @@ logger = logging.getLogger("gvr.dispatch")
 
 _i32 = torch.int32
 _f32 = torch.float32
+_Tensor = torch.Tensor
 _NEG_FLT_MAX = -3.4028234663852886e38
 #: compress_ratio -> log2(compress_ratio), for the common powers of two.
 _SHIFTS = {1 << i: i for i in range(31)}
@@ -82,6 +83,8 @@ class Dispatcher:
         self._engaged: set[str] = set()
         self._warned: set[str] = set()
         self._cpu_warm = False
+        # One visible device: every tensor's device is the current one (no guard to check).
+        self._one_device = False
         self._lock = threading.RLock()
 
     # ================================================================== public entry points
@@ -102,6 +105,126 @@ class Dispatcher:
         sorted=False,
     ):
         """Decode top-K; see :func:`gvr_dispatch.topk_decode`."""
+        res = self._decode_fast(
+            logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
+            max_seq_len, workspace, deterministic, sorted,
+        )  # fmt: skip
+        if res is not None:
+            return res
+        return self._decode(
+            logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
+            max_seq_len, workspace, deterministic, sorted,
+        )  # fmt: skip
+
+    def _decode_fast(
+        self, logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
+        max_seq_len, workspace, deterministic, sorted,
+    ):  # fmt: skip
+        """The common warm decode call, checked inline in one function: CUDA tensors of the
+        right dtypes, ``max_seq_len`` given, a warmed launch key, a layout read in place, no
+        ``sorted``, no caller workspace.
+
+        Returns the result, or None when anything differs; :meth:`_decode` then validates,
+        explains errors and handles every case. Every condition below is one the general
+        path checks too, so this path accepts a subset of what that one accepts and does the
+        same launch for it.
+        """
+        if (
+            type(max_seq_len) is not int
+            or type(next_n) is not int
+            or type(compress_ratio) is not int
+            or workspace is not None
+            or sorted is not False
+            or (return_values is not False and return_values is not True)
+            or (deterministic is not False and deterministic is not True)
+            or not isinstance(logits, _Tensor)
+            or not isinstance(kv_lens, _Tensor)
+            or logits.dtype is not _f32
+            or kv_lens.dtype is not _i32
+        ):
+            return None
+        device = logits.device
+        if device.type != self._kernel_type or kv_lens.device != device:
+            return None
+        shape = logits.shape
+        if len(shape) != 2 or kv_lens.dim() != 1:
+            return None
+        rows, width = shape
+        batch = kv_lens.shape[0]
+        cr_shift = _SHIFTS.get(compress_ratio)
+        if (
+            cr_shift is None
+            or next_n < 1
+            or batch * next_n != rows
+            or rows == 0
+            or not 0 < width < KERNEL_MAX_WIDTH
+            or max_seq_len < 0
+            or (batch > 1 and kv_lens.stride(0) != 1)
+        ):
+            return None
+        if k is None:
+            buf = out if out is not None else values
+            if not isinstance(buf, _Tensor) or buf.dim() != 2:
+                return None
+            k = buf.shape[1]
+        elif type(k) is not int:
+            return None
+        if not 1 <= k <= KERNEL_MAX_K:
+            return None
+        if out is not None and (
+            not isinstance(out, _Tensor)
+            or out.dtype is not _i32
+            or out.device != device
+            or out.shape != (rows, k)
+            or not out.is_contiguous()
+        ):
+            return None
+        if values is not None and (
+            not isinstance(values, _Tensor)
+            or values.dtype is not _f32
+            or values.device != device
+            or values.shape != (rows, k)
+            or not values.is_contiguous()
+        ):
+            return None
+        want_values = return_values or values is not None
+        dev = device.index or 0
+        n_env = min(max(max_seq_len >> cr_shift, 1), width)
+        launch = self._launches.get((dev, "decode", rows, n_env, k, want_values, deterministic))
+        if launch is None:
+            return None
+        s0, s1 = logits.stride()
+        if s1 != 1 or s0 & 3 or logits.data_ptr() & 15 or logits.requires_grad:
+            return None
+        if not self._one_device and dev != self.runtime.current_index():
+            return None
+        d = launch.dummies
+        if launch.parts > 1:
+            if self.runtime.capturing():
+                ws = self._graph_ws[dev].tensor
+            else:
+                ws = self._stream_ws.get((dev, self.runtime.stream_key(dev)))
+                if ws is None:
+                    return None
+                ws = ws.tensor
+        else:
+            ws = d.workspace
+        if out is None:
+            out = torch.empty((rows, k), dtype=_i32, device=device)
+        if want_values and values is None:
+            values = torch.empty((rows, k), dtype=_f32, device=device)
+        launch.fn(
+            logits, kv_lens, d.i32, out, values if want_values else d.values, ws, d.i32,
+            k, next_n, cr_shift, launch.parts,
+        )  # fmt: skip
+        return (out, values) if want_values else out
+
+    def _decode(
+        self, logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
+        max_seq_len, workspace, deterministic, sorted,
+    ):  # fmt: skip
+        """Decode top-K, every case: validation with explained errors, the CPU engine, the
+        envelope without ``max_seq_len``, cold keys, layout fallbacks, workspaces."""
         rows, width = check_logits(logits)
         device = logits.device
         kernel = device.type == self._kernel_type or self._route_device(device)
@@ -343,7 +466,7 @@ class Dispatcher:
         # outcome: a cold key, a layout copy, a split launch's workspace.
         runtime = self.runtime
         device = logits.device
-        dev = device.index if self._kernel_type == "cuda" else runtime.index(device)
+        dev = device.index or 0
         kernel_values = want_values or sorted
         key = (dev, mode, rows, n_env, k, kernel_values, deterministic)
         launch = self._launches.get(key)
@@ -436,6 +559,7 @@ class Dispatcher:
                 return launch
             dev = key[0]
             spec = self.spec(device)
+            self._one_device = self.runtime.device_count() == 1
             r, config = route(spec, key)
             entry, source = self.cache.get(config, spec.arch)
             if r.parts > 1:
