@@ -5,6 +5,12 @@
   the wrappers :func:`topk_decode` / :func:`topk_prefill` (direct eager calls, the ops when
   traced).
 - :mod:`.adapters`: the call shapes of TensorRT-LLM, FlashInfer and vLLM.
+- :mod:`.pipeline`: the DSA decode pipeline (lightning indexer -> GVR top-K -> sparse
+  attention) on the real sample; :mod:`.graph`: a decode top-K captured in a CUDA graph.
+- ``python -m gvr_integration.demo``: the pipeline on every stored position, checked against
+  the oracle.
+
+See ``docs/integration.md``.
 """
 
 from . import adapters, ops

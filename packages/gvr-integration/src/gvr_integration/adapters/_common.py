@@ -124,7 +124,9 @@ def envelope_tokens(width: int, compress_ratio: int) -> int:
     """The decode envelope ``max_seq_len`` (uncompressed tokens) that a logits width implies.
 
     A peer call without a length bound is served with ``max_seq_len = width * compress_ratio``:
-    every row fits it (rows are clamped to the width), the launch then depends on shapes only,
-    and nothing is read from the device to size it, so the call is capture-safe.
+    the launch envelope is then the whole width, every row fits it (rows are clamped to the
+    width, so larger lengths are harmless), the launch depends on shapes only, and nothing is
+    read from the device to size it, so the call is capture-safe. The price: routing assumes
+    rows as long as the width even when a batch's rows are shorter.
     """
     return max(width, 1) * compress_ratio
