@@ -21,104 +21,27 @@ from pathlib import Path
 
 import torch
 from gvr_kernels.config import StreamingConfig
-from gvr_kernels.testing import check_windows, families, poison_beyond
+from gvr_kernels.testing import KernelProvider, check_windows, families, poison_beyond
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import ModelConfig, simulate_row
 from gvr_reference.model import Path as KPath
-from gvr_reference.routing import DeviceSpec, route_static
+from gvr_reference.routing import route_static
 
 DEV = torch.device("cuda")
 
 
-def device_spec() -> DeviceSpec:
-    p = torch.cuda.get_device_properties(0)
-    smem_block = getattr(p, "shared_memory_per_block_optin", 232448)
-    smem_sm = getattr(p, "shared_memory_per_multiprocessor", 233472)
-    return DeviceSpec(
-        p.name,
-        f"sm_{p.major}{p.minor}a",
-        p.multi_processor_count,
-        smem_block,
-        smem_sm,
-        8,
-        getattr(p, "L2_cache_size", 50 << 20),
-    )
-
-
-class Kernels:
-    """Loads (AOT) or compiles (JIT) kernels by configuration."""
-
-    def __init__(self, aot_dir: str | None):
-        self.cache = {}
-        if aot_dir:
-            from gvr_kernels.aot import load_library
-
-            self.cache.update(load_library(aot_dir))
-        self.aot = bool(aot_dir)
-
-    def get(self, cfg: StreamingConfig):
-        if cfg not in self.cache:
-            if self.aot:
-                raise KeyError(f"kernel {cfg.name} was not exported")
-            from gvr_kernels.compile import compile_streaming
-
-            self.cache[cfg] = compile_streaming(cfg)
-        return self.cache[cfg]
-
-
-SPEC = None
-WS = {}
-
-
 def workspace(words: int):
-    key = "ws"
-    if key not in WS or WS[key].numel() < words:
-        WS[key] = torch.zeros(max(words, 4), dtype=torch.int32, device=DEV).view(torch.uint32)
-    return WS[key]
+    """The provider's split workspace (large enough for every launch of this tool)."""
+    assert words <= KP.workspace.numel()
+    return KP.workspace
 
 
-def run(
-    kern,
-    mode,
-    logits,
-    a,
-    b,
-    k,
-    *,
-    next_n=1,
-    cr=1,
-    values=False,
-    det=False,
-    paths=False,
-    n_env=None,
-    route=None,
-):
-    rows = logits.shape[0]
-    if route is None:
-        route = route_static(SPEC, rows=rows, n_env=n_env or logits.shape[1], k=k)
-    cfg = StreamingConfig(
-        mode=mode, with_values=values, deterministic=det, record_paths=paths, **route.config
-    )
-    fn = kern.get(cfg)
-    out = torch.full((rows, k), 0x7FFFFFFF, dtype=torch.int32, device=DEV)
-    val = torch.full((rows, k) if values else (1, 1), 7.0, dtype=torch.float32, device=DEV)
-    pth = torch.full((rows if paths else 1,), -7, dtype=torch.int32, device=DEV)
-    ws = workspace(route.workspace_words)
-    dummy = torch.zeros(1, dtype=torch.int32, device=DEV)
-    fn(
-        logits,
-        a if a is not None else dummy,
-        b if b is not None else dummy,
-        out,
-        val,
-        ws,
-        pth,
-        k,
-        next_n,
-        int(math.log2(cr)),
-        route.parts,
-    )
-    return out, (val if values else None), (pth if paths else None), route
+KP = None
+SPEC = None
+
+
+def run(kern, *args, **kwargs):
+    return kern.launch(*args, **kwargs)
 
 
 def decode_lengths(kv, next_n, cr, width):
@@ -368,7 +291,7 @@ def tune(kern, g):
                 x = torch.randn(b, n, generator=g, device=DEV)
                 kv = torch.full((b,), n, dtype=torch.int32, device=DEV)
                 out = torch.empty((b, k), dtype=torch.int32, device=DEV)
-                ws = workspace(b * (4 + 2 * 16384))
+                ws = workspace(min(b, SPEC.sm_count // 2) * (4 + 2 * 16384))
                 row = []
                 for name, core in variants.items():
                     fn = kern.get(StreamingConfig(mode="decode", **core))
@@ -426,9 +349,10 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
-    SPEC = device_spec()
+    global KP
+    KP = kern = KernelProvider(args.aot)
+    SPEC = kern.spec
     print("device", SPEC)
-    kern = Kernels(args.aot)
     seed = args.seed if args.seed is not None else int(time.time())
     print("seed", seed)
     g = torch.Generator(device=DEV).manual_seed(seed)

@@ -48,7 +48,7 @@ FAMILIES = (
 def kp():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    from kernel_provider import KernelProvider
+    from gvr_kernels.testing import KernelProvider
 
     print(f"\nseed {SEED}")
     return KernelProvider()

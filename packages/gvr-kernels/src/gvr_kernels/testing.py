@@ -12,8 +12,16 @@ large sweeps; the test suites also run the CPU validator of ``gvr_reference`` on
 from __future__ import annotations
 
 import math
+import os
 
-__all__ = ["order_key_torch", "check_windows", "families", "FAMILY_NAMES", "poison_beyond"]
+__all__ = [
+    "order_key_torch",
+    "check_windows",
+    "families",
+    "FAMILY_NAMES",
+    "poison_beyond",
+    "KernelProvider",
+]
 
 FAMILY_NAMES = (
     "gaussian",
@@ -173,3 +181,92 @@ def families(name, rows, width, k, generator):
             1 - rand(rows, width) * 1e-6
         )
     raise ValueError(f"unknown family {name!r}; known: {FAMILY_NAMES}")
+
+
+class KernelProvider:
+    """Compiled kernels by configuration and the launch plumbing of the device tests and tools:
+    kernels come from an ahead-of-time export (``aot_dir``, default ``$GVR_AOT_DIR``, made by
+    ``tools/export_kernels.py``) or are compiled on the spot with the CuTe DSL."""
+
+    def __init__(self, aot_dir: str | None = None):
+        import torch
+        from gvr_reference.routing import DeviceSpec
+
+        self.torch = torch
+        self.dev = torch.device("cuda")
+        self.cache = {}
+        self.aot = aot_dir or os.environ.get("GVR_AOT_DIR")
+        if self.aot:
+            from .aot import load_library
+
+            self.cache.update(load_library(self.aot))
+        p = torch.cuda.get_device_properties(0)
+        self.spec = DeviceSpec(
+            p.name,
+            f"sm_{p.major}{p.minor}a",
+            p.multi_processor_count,
+            p.shared_memory_per_block_optin,
+            p.shared_memory_per_multiprocessor,
+            8,
+            p.L2_cache_size,
+        )
+        self.workspace = torch.zeros(1 << 22, dtype=torch.int32, device=self.dev).view(torch.uint32)
+        self.dummy_i = torch.zeros(1, dtype=torch.int32, device=self.dev)
+
+    def get(self, cfg):
+        if cfg not in self.cache:
+            if self.aot:
+                raise KeyError(f"{cfg.name} is not in the export at {self.aot}")
+            from .compile import compile_streaming
+
+            self.cache[cfg] = compile_streaming(cfg)
+        return self.cache[cfg]
+
+    def launch(
+        self,
+        mode,
+        logits,
+        a,
+        b,
+        k,
+        *,
+        next_n=1,
+        cr=1,
+        values=False,
+        det=False,
+        paths=False,
+        n_env=None,
+        route=None,
+    ):
+        """Run the routed streaming kernel; returns ``(out, values|None, paths|None, route)``.
+        Outputs start poisoned (0x7FFFFFFF / 7.0 / -7) so unwritten slots are caught."""
+        from gvr_reference.routing import route_static
+
+        from .config import StreamingConfig
+
+        torch = self.torch
+        rows = logits.shape[0]
+        if route is None:
+            route = route_static(self.spec, rows=rows, n_env=n_env or logits.shape[1], k=k)
+        cfg = StreamingConfig(
+            mode=mode, with_values=values, deterministic=det, record_paths=paths, **route.config
+        )
+        fn = self.get(cfg)
+        out = torch.full((rows, k), 0x7FFFFFFF, dtype=torch.int32, device=self.dev)
+        val = torch.full((rows, k) if values else (1, 1), 7.0, dtype=torch.float32, device=self.dev)
+        pth = torch.full((rows if paths else 1,), -7, dtype=torch.int32, device=self.dev)
+        assert route.workspace_words <= self.workspace.numel()
+        fn(
+            logits,
+            self.dummy_i if a is None else a,
+            self.dummy_i if b is None else b,
+            out,
+            val,
+            self.workspace,
+            pth,
+            k,
+            next_n,
+            int(math.log2(cr)),
+            route.parts,
+        )
+        return out, (val if values else None), (pth if paths else None), route
