@@ -159,7 +159,8 @@ def test_captured_vllm_and_prefill_windows_changed_in_place():
 
 # ---------------------------------------------------------------------------- torch.compile
 def test_compile_reduce_overhead_replays_the_op():
-    """``torch.compile(mode="reduce-overhead")`` records the traced op in a CUDA graph."""
+    """``torch.compile(mode="reduce-overhead")`` (inductor's CUDA-graph mode) over the traced
+    op: every call exact while the inputs change between calls."""
     torch._dynamo.reset()
     k, width, batch = 512, 6000, 3
 
