@@ -72,12 +72,22 @@ def _version(dist: str) -> str:
         return "unknown"
 
 
+#: Files of ``gvr_kernels`` (besides ``device/``) whose content changes compiled kernels.
+KERNEL_SOURCES = ("streaming.py", "config.py", "compile.py")
+
+
 def source_fingerprint() -> str:
     """Hex digest of everything a compiled kernel depends on besides its configuration and
     arch: the kernel sources and the CuTe DSL / TVM-FFI versions."""
     h = hashlib.sha256()
     kernels = _package_dir("gvr_kernels")
-    files = sorted(p for p in kernels.rglob("*.py") if "__pycache__" not in p.parts)
+    # Only the sources that shape the generated code: the kernels, their device pieces, the
+    # compile keys and the compile entry (tooling such as testing.py or audit.py does not).
+    files = sorted(
+        p
+        for p in kernels.rglob("*.py")
+        if "__pycache__" not in p.parts and (p.parent.name == "device" or p.name in KERNEL_SOURCES)
+    )
     for p in files:
         h.update(p.relative_to(kernels).as_posix().encode())
         h.update(b"\0")
