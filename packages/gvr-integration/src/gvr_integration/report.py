@@ -159,6 +159,8 @@ class DemoReport:
             f"selected set; {ties} rows chose another member of the K-th value's tie class",
             "verdict: " + ("OK" if self.ok else "FAILED"),
         ]
+        if not self.results:
+            lines.insert(0, "no configuration fits the sample (K must be <= the cache width)")
         for r in self.results:
             if r.first_failure:
                 lines.append(f"first failure ({r.weights} K={r.k} {r.mode}):\n{r.first_failure}")

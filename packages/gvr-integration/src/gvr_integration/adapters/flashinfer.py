@@ -93,7 +93,7 @@ def top_k_varlen(
             f"backend {backend!r} is not served by the GVR adapter; use one of {sorted(BACKENDS)}"
         )
     check_tensor(logits, "logits", dim=2)
-    check_tensor(seq_lens, "seq_lens", dim=1)
+    check_tensor(seq_lens, "seq_lens", dim=1, dtype=torch.int32)
     next_n = check_int(next_n, "next_n")
     if next_n < 1:
         raise ValueError(f"next_n must be >= 1, got {next_n}")
