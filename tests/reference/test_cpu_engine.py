@@ -79,11 +79,20 @@ def _crafted(kind: str) -> tuple[np.ndarray, int]:
         k = 2048
         x[:, (np.arange(1024) * n) // 1024] = 50.0 + rng.random(1024).astype(np.float32)
     elif kind == "overflow":
-        x[:] = 1.0  # one tie class: the candidates overflow, the radix path takes over
+        # One tie class: the candidates overflow the capacity and the radix path takes over.
+        # (k = 64 expects sparse candidates, so the overflow hits the block-wise check.)
+        x[:], k = 1.0, 64
+    elif kind == "overflow_dense":
+        x[:] = 1.0  # the same when dense candidates were expected (branch-free scan)
     elif kind == "overflow_low":
-        x[:] = -0.0  # the same at a threshold at or below zero
+        x[:], k = -0.0, 64  # the same at a threshold at or below zero
     elif kind == "low_threshold":
-        x = -np.abs(x)
+        x = -np.abs(x)  # dense candidates: the branch-free scan, low threshold form
+    elif kind == "low_threshold_sparse":
+        x, k = -np.abs(x), 64  # about 1% candidates: the branching scan, low form
+        x[:, -5:] = -1e-4  # hits in the scan's tail after the last full block
+    elif kind == "branching_scan":
+        k = 200  # about 2% candidates: the branching scan without block skips
     elif kind == "sparse_skip":
         k = 8  # about 50 candidates expected, far below 1/64 of the row: blocks are skipped
     elif kind == "radix":
@@ -99,8 +108,11 @@ PATHS = [
     "plain",
     "sample_too_high",
     "overflow",
+    "overflow_dense",
     "overflow_low",
     "low_threshold",
+    "low_threshold_sparse",
+    "branching_scan",
     "sparse_skip",
     "radix",
     "nan_threshold",

@@ -59,15 +59,19 @@ def threshold_form(thr):
       above ``key(+0)``. ``tb`` is the fp32 pattern of ``thr`` (``0x7F800001``, the smallest
       positive NaN, when ``thr`` lies above ``key(+inf)``: only NaNs meet it).
     - otherwise: ``key(x) >= thr`` iff ``u <= tu`` or ``u > NEG_NAN_BITS`` with
-      ``tu = max(0xFFFFFFFF ^ thr, 0x80000000)``. Non-negative patterns (below
-      ``0x80000000``) all qualify, ``-0.0`` (``0x80000000``) has the key of ``+0.0``, and a
-      negative non-NaN qualifies iff its bits are at most the complement of ``thr`` (its key is
-      its bitwise complement).
+      ``tu = min(max(0xFFFFFFFF ^ thr, 0x80000000), NEG_NAN_BITS)``. Non-negative patterns
+      (below ``0x80000000``) all qualify, ``-0.0`` (``0x80000000``) has the key of ``+0.0``, and
+      a negative non-NaN qualifies iff its bits are at most the complement of ``thr`` (its key
+      is its bitwise complement). The clamp to ``NEG_NAN_BITS`` changes nothing (the NaN clause
+      covers the rest) but makes the two clauses disjoint.
+
+    In both forms at most one of the two clauses holds for any ``u``.
     """
     if thr > 0x80000000:
         tb = 0x7F800001 if thr > 0xFF800000 else thr ^ 0x80000000
         return True, np.int32(tb), np.uint32(0)
-    return False, np.int32(0), np.uint32(max(0xFFFFFFFF ^ thr, 0x80000000))
+    tu = min(max(0xFFFFFFFF ^ thr, 0x80000000), NEG_NAN_BITS)
+    return False, np.int32(0), np.uint32(tu)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -76,12 +80,13 @@ def count_key_at_least(srow, row, thr):
     ``srow``: the same memory as int32). Branch-free so the loop vectorizes."""
     high, tb, tu = threshold_form(thr)
     c = 0
+    # The clauses are disjoint, so adding them counts each element at most once.
     if high:
         for i in range(row.shape[0]):
-            c += (srow[i] >= tb) | (row[i] > NEG_NAN_BITS)
+            c += np.int64(srow[i] >= tb) + np.int64(row[i] > NEG_NAN_BITS)
     else:
         for i in range(row.shape[0]):
-            c += (row[i] <= tu) | (row[i] > NEG_NAN_BITS)
+            c += np.int64(row[i] <= tu) + np.int64(row[i] > NEG_NAN_BITS)
     return c
 
 

@@ -46,8 +46,10 @@ SAMPLE_STEP = 32  # otherwise one sample per 32 elements
 SAMPLE_MIN_RATIO = 8  # the sampled path needs n >= 8 k ...
 SAMPLE_MIN_ROW = 4096  # ... and n >= 4096
 SAMPLE_SIGMAS = 3.0
-SKIP_BLOCK = 64  # block size of the max-test that skips candidate-free blocks
-SKIP_MAX_DENSITY = 1.0 / 64.0  # use the block skip below this expected candidate density
+HEAP_MAX = 64  # the sample threshold uses a heap up to this rank, a radix select above
+SKIP_BLOCK = 64  # block size of the candidate scan (and of its block-skip test)
+SKIP_MAX_DENSITY = 1.0 / 64.0  # skip blocks below this expected candidate density
+NOBRANCH_MIN_DENSITY = 1.0 / 32.0  # branch-free appends above it
 
 
 @numba.njit(cache=True, nogil=True)
@@ -139,14 +141,20 @@ def _sample_threshold(row, k):
 
     The threshold is the ``j``-th largest key among ``s`` evenly spaced elements of the row
     (so an element of the row), ``j`` about ``SAMPLE_SIGMAS`` standard deviations above
-    ``k * s / n``: about ``j * n / s`` row keys are at least the threshold. The ``j`` largest
-    sample keys are kept in a min-heap, whose root is the answer: O(s log j) even for sorted
-    rows.
+    ``k * s / n``: about ``j * n / s`` row keys are at least the threshold. For small ``j``
+    the ``j`` largest sample keys are kept in a min-heap, whose root is the answer (O(s log j)
+    even for sorted rows); larger ``j`` use the radix select.
     """
     n = row.shape[0]
     s = min(SAMPLE_SIZE, max(SAMPLE_MIN, n // SAMPLE_STEP))
     expected = k * s / n
     j = min(s, int(expected + SAMPLE_SIGMAS * math.sqrt(expected)) + 1)
+    if j > HEAP_MAX:
+        keys = np.empty(s, np.uint32)
+        for i in range(s):
+            keys[i] = key_of(row[(i * n) // s])
+        thr, _ = _kth_largest(keys, s, j, 0)
+        return thr, j * n / s
     heap = np.empty(j, np.int64)
     for i in range(j):
         heap[i] = key_of(row[(i * n) // s])
@@ -163,11 +171,12 @@ def _sample_threshold(row, k):
 @numba.njit(cache=True, nogil=True)
 def _filter_high(srow, row, tb, cand, cap, skip):
     """Indices ``i`` (ascending) with key ``>= thr`` for a threshold strictly above +0, in
-    the ``high`` form of :func:`~gvr_reference._numba_core.threshold_form`.
+    the ``high`` form of :func:`~gvr_reference._numba_core.threshold_form`, appended with a
+    branch per element (cheap while hits are a few percent).
 
-    Returns the count, or -1 once it exceeds ``cap``
-    (``cand`` holds ``cap + SKIP_BLOCK`` entries, so a block never overflows it). With
-    ``skip``, blocks whose signed and unsigned maxima rule out a hit are skipped.
+    Returns the count, or -1 once it exceeds ``cap`` (checked per 64-element block; ``cand``
+    holds ``cap + SKIP_BLOCK`` entries, so a block never overflows it). With ``skip`` (sparse
+    hits), blocks whose signed and unsigned maxima rule out a hit are skipped.
     """
     n = row.shape[0]
     c = 0
@@ -197,11 +206,27 @@ def _filter_high(srow, row, tb, cand, cap, skip):
 
 
 @numba.njit(cache=True, nogil=True)
+def _filter_nobranch(srow, row, high, tb, tu, cand):
+    """The candidate scan for dense hits (either threshold form): every index is written and
+    the count advances by the test's outcome, so no branch mispredicts. ``cand`` must hold
+    ``n`` entries; returns the count."""
+    c = 0
+    if high:
+        for i in range(row.shape[0]):
+            cand[c] = i
+            c += np.int64(srow[i] >= tb) + np.int64(row[i] > NEG_NAN_BITS)
+    else:
+        for i in range(row.shape[0]):
+            cand[c] = i
+            c += np.int64(row[i] <= tu) + np.int64(row[i] > NEG_NAN_BITS)
+    return c
+
+
+@numba.njit(cache=True, nogil=True)
 def _filter_low(row, tu, cand, cap):
     """Indices ``i`` (ascending) with key ``>= thr`` for a threshold at or below +0, in the
     low form of :func:`~gvr_reference._numba_core.threshold_form`. Returns the count, or -1
-    once it exceeds ``cap``.
-    """
+    once it exceeds ``cap`` (``cand`` holds ``cap + SKIP_BLOCK`` entries)."""
     n = row.shape[0]
     c = 0
     i0 = 0
@@ -227,13 +252,19 @@ def _sampled_row(srow, row, k, out_row):
     n = row.shape[0]
     thr, expected = _sample_threshold(row, k)
     cap = min(n, 2 * int(expected) + 1024)
-    cand = np.empty(cap + SKIP_BLOCK, np.int32)
     high, tb, tu = threshold_form(thr)
-    if high:
-        skip = expected < SKIP_MAX_DENSITY * n
-        c = _filter_high(srow, row, tb, cand, cap, skip)
+    if expected > NOBRANCH_MIN_DENSITY * n:
+        cand = np.empty(n, np.int32)
+        c = _filter_nobranch(srow, row, high, tb, tu, cand)
+        if c > cap:
+            return False
     else:
-        c = _filter_low(row, tu, cand, cap)
+        cand = np.empty(cap + SKIP_BLOCK, np.int32)
+        if high:
+            skip = expected < SKIP_MAX_DENSITY * n
+            c = _filter_high(srow, row, tb, cand, cap, skip)
+        else:
+            c = _filter_low(row, tu, cand, cap)
     if c < k:
         return False
     cand_key = np.empty(c, np.uint32)
