@@ -27,12 +27,12 @@ __all__ = ["decode", "prefill", "dense", "topk_windows", "warmup"]
 
 logger = logging.getLogger(__name__)
 
-_SERIAL_WORK = 1 << 20
+_SERIAL_WORK = 1 << 18
 """Calls with fewer elements in all their windows than this run on the calling thread.
 
-Such a call takes well under a millisecond on one core; waking the thread pool would save at
-most half of that, and when another process holds the other cores the pool's barrier can wait
-a whole scheduler time slice (about 10 ms) for a descheduled worker."""
+Such a call takes a few hundred microseconds on one core; waking the thread pool would save
+little of that, and when another process holds the other cores the pool's barrier can wait a
+whole scheduler time slice (about 10 ms) for a descheduled worker."""
 
 
 def _run(
