@@ -84,7 +84,7 @@ def _flat_table(records, set_name, extra_cols):
     return lines + [""]
 
 
-def render(results: list[tuple[str, dict]]) -> str:
+def render(results: list[tuple[str, dict]], notes: str = "") -> str:
     out = [
         "# Performance",
         "",
@@ -145,6 +145,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("json", nargs="+")
     ap.add_argument("--out", default="docs/performance.md")
+    ap.add_argument("--notes", default=None, help="a markdown file placed after the intro")
     args = ap.parse_args()
     results = []
     for path in args.json:
@@ -152,7 +153,8 @@ def main() -> None:
         res = json.loads(p.read_text())
         res["_dir"], res["_tag"] = str(p.parent), p.stem
         results.append((p.stem, res))
-    Path(args.out).write_text(render(results))
+    notes = Path(args.notes).read_text() if args.notes else ""
+    Path(args.out).write_text(render(results, notes))
     print(f"wrote {args.out}")
 
 
