@@ -36,7 +36,7 @@ def _install(session: nox.Session, upto: str = "gvr-integration", extras: str = 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The CPU suite of every package: oracle, CPU engine, kernel compiles, dispatch, integration."""
+    """The CPU suite of every package: oracle, CPU engine, kernel compiles, dispatch, ops."""
     _install(session, extras="test")
     session.install("nvidia-cuda-cuobjdump>=13.0")
     session.run("pytest", "-m", "not gpu and not slow", "-q", *session.posargs)
