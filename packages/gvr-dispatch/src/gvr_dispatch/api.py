@@ -99,7 +99,8 @@ def topk_decode(
             maximum sequence length). With it the launch depends only on capture-stable
             quantities and no host read happens; it is required under CUDA-graph capture.
             Without it the dispatcher reads ``kv_lens.max()`` once (a device synchronisation)
-            and rounds the envelope up to a power of two. ``kv_lens`` must not exceed it.
+            and rounds the envelope up to a power of two. Rows longer than the envelope stay
+            exact (the envelope only picks the configuration; rows clamp to ``width``).
         workspace: optional split-row workspace (:class:`Workspace`, or a zeroed uint8 / int32
             / uint32 CUDA tensor, 16-byte aligned, at least :func:`workspace_bytes`); default:
             the dispatcher's one for the current stream (one per device under capture).
