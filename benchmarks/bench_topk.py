@@ -153,18 +153,9 @@ _AOT: dict | None = None
 
 def _spec():
     """The device as routing sees it (read from torch, so no dispatcher is needed)."""
-    from gvr_reference.routing import DeviceSpec
+    from gvr_reference.routing import spec_from_properties
 
-    p = torch.cuda.get_device_properties(0)
-    return DeviceSpec(
-        p.name,
-        f"sm_{p.major}{p.minor}a",
-        p.multi_processor_count,
-        p.shared_memory_per_block_optin,
-        p.shared_memory_per_multiprocessor,
-        8,
-        p.L2_cache_size,
-    )
+    return spec_from_properties(torch.cuda.get_device_properties(0))
 
 
 def _aot_kernels() -> dict:

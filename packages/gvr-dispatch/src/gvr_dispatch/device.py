@@ -11,43 +11,9 @@ workspaces, layouts) run in tests on a machine without a GPU, with a stand-in ru
 
 from __future__ import annotations
 
-from gvr_reference.routing import MAX_K, DeviceSpec, route_static
+from gvr_reference.routing import MAX_K, DeviceSpec, arch_of, route_static, spec_from_properties
 
 __all__ = ["CudaRuntime", "arch_of", "spec_from_properties", "max_workspace_words"]
-
-#: Thread-block cluster size every sm_90 / sm_100 part supports (16 is non-portable).
-PORTABLE_CLUSTER_SIZE = 8
-
-
-def arch_of(major: int, minor: int) -> str:
-    """The compile target of a compute capability: ``"sm_90a"`` for 9.0, ``"sm_10Xa"`` for 10.X.
-
-    Raises:
-        RuntimeError: the device is neither Hopper (9.0) nor Blackwell (10.x); the kernels
-            use sm_90 instructions (run such tensors on the CPU instead).
-    """
-    if (major, minor) == (9, 0) or major == 10:
-        return f"sm_{major}{minor}a"
-    raise RuntimeError(
-        f"GVR kernels need a Hopper (sm_90) or Blackwell (sm_10x) GPU, this device is "
-        f"sm_{major}{minor}; move the tensors to the CPU to use the CPU engine"
-    )
-
-
-def spec_from_properties(props) -> DeviceSpec:
-    """A :class:`DeviceSpec` from ``torch.cuda.get_device_properties(i)`` (or any object with
-    the same attributes: ``name``, ``major``, ``minor``, ``multi_processor_count``,
-    ``shared_memory_per_block_optin``, ``shared_memory_per_multiprocessor``,
-    ``L2_cache_size``)."""
-    return DeviceSpec(
-        name=str(props.name),
-        arch=arch_of(int(props.major), int(props.minor)),
-        sm_count=int(props.multi_processor_count),
-        smem_per_block=int(props.shared_memory_per_block_optin),
-        smem_per_sm=int(props.shared_memory_per_multiprocessor),
-        max_cluster_size=PORTABLE_CLUSTER_SIZE,
-        l2_bytes=int(props.L2_cache_size),
-    )
 
 
 def max_workspace_words(spec: DeviceSpec) -> int:

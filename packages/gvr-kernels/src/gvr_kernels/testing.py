@@ -190,7 +190,7 @@ class KernelProvider:
 
     def __init__(self, aot_dir: str | None = None):
         import torch
-        from gvr_reference.routing import DeviceSpec
+        from gvr_reference.routing import spec_from_properties
 
         self.torch = torch
         self.dev = torch.device("cuda")
@@ -200,16 +200,7 @@ class KernelProvider:
             from .aot import load_library
 
             self.cache.update(load_library(self.aot))
-        p = torch.cuda.get_device_properties(0)
-        self.spec = DeviceSpec(
-            p.name,
-            f"sm_{p.major}{p.minor}a",
-            p.multi_processor_count,
-            p.shared_memory_per_block_optin,
-            p.shared_memory_per_multiprocessor,
-            8,
-            p.L2_cache_size,
-        )
+        self.spec = spec_from_properties(torch.cuda.get_device_properties(0))
         self.workspace = torch.zeros(1 << 22, dtype=torch.int32, device=self.dev).view(torch.uint32)
         self.dummy_i = torch.zeros(1, dtype=torch.int32, device=self.dev)
 

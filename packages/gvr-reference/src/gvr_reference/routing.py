@@ -28,6 +28,8 @@ from .ladder import MAX_ROW_LENGTH, LadderParams, RowPlan, row_plan
 
 __all__ = [
     "DeviceSpec",
+    "arch_of",
+    "spec_from_properties",
     "StaticRoute",
     "H200",
     "B200",
@@ -79,6 +81,41 @@ class DeviceSpec:
 H200 = DeviceSpec("NVIDIA H200", "sm_90a", 132, 232448, 233472, 8, 60 * 1024 * 1024)
 #: NVIDIA B200 (148 SMs; datasheet values).
 B200 = DeviceSpec("NVIDIA B200", "sm_100a", 148, 232448, 233472, 8, 126 * 1024 * 1024)
+
+
+#: Thread-block cluster size every sm_90 / sm_100 part supports (16 is non-portable).
+PORTABLE_CLUSTER_SIZE = 8
+
+
+def arch_of(major: int, minor: int) -> str:
+    """The compile target of a compute capability: ``"sm_90a"`` for 9.0, ``"sm_10Xa"`` for 10.X.
+
+    Raises:
+        RuntimeError: the device is neither Hopper (9.0) nor Blackwell (10.x); the kernels
+            use sm_90 instructions (run such tensors on the CPU instead).
+    """
+    if (major, minor) == (9, 0) or major == 10:
+        return f"sm_{major}{minor}a"
+    raise RuntimeError(
+        f"GVR kernels need a Hopper (sm_90) or Blackwell (sm_10x) GPU, this device is "
+        f"sm_{major}{minor}; move the tensors to the CPU to use the CPU engine"
+    )
+
+
+def spec_from_properties(props) -> DeviceSpec:
+    """A :class:`DeviceSpec` from ``torch.cuda.get_device_properties(i)`` (or any object with
+    the same attributes: ``name``, ``major``, ``minor``, ``multi_processor_count``,
+    ``shared_memory_per_block_optin``, ``shared_memory_per_multiprocessor``,
+    ``L2_cache_size``)."""
+    return DeviceSpec(
+        name=str(props.name),
+        arch=arch_of(int(props.major), int(props.minor)),
+        sm_count=int(props.multi_processor_count),
+        smem_per_block=int(props.shared_memory_per_block_optin),
+        smem_per_sm=int(props.shared_memory_per_multiprocessor),
+        max_cluster_size=PORTABLE_CLUSTER_SIZE,
+        l2_bytes=int(props.L2_cache_size),
+    )
 
 
 @dataclass(frozen=True)
