@@ -120,18 +120,20 @@ def gvr_call(case: Case, out: torch.Tensor):
 def gvr_raw_call(case: Case, out: torch.Tensor):
     """The routed compiled kernel called directly: what the public API adds on top of it is
     validation and the launch-cache lookup."""
-    from gvr_kernels.config import StreamingConfig
-    from gvr_reference.routing import route_static
+    from gvr_kernels.abi import KernelArgs
+    from gvr_kernels.routing import route_static
 
     n_env = case.max_seq_len // case.cr if case.max_seq_len else case.logits.shape[1]
-    route = route_static(_spec(), rows=case.rows, n_env=min(n_env, case.logits.shape[1]), k=case.k)
     mode = {"decode": "decode", "prefill": "prefill", "dense": "full"}[case.mode]
-    cfg = StreamingConfig(mode=mode, **route.config)
+    route = route_static(
+        _spec(), rows=case.rows, n_env=min(n_env, case.logits.shape[1]), k=case.k, mode=mode
+    )
+    cfg = route.config
     fn = _aot_kernels().get(cfg)
     if fn is None:
-        from gvr_kernels.compile import compile_streaming
+        from gvr_kernels.compile import compile_config
 
-        fn = compile_streaming(cfg)
+        fn = compile_config(cfg)
     dev = case.logits.device
     ws = torch.zeros(max(route.workspace_words, 4), dtype=torch.int32, device=dev).view(
         torch.uint32
@@ -140,12 +142,20 @@ def gvr_raw_call(case: Case, out: torch.Tensor):
     val = torch.zeros((1, 1), dtype=torch.float32, device=dev)
     a = case.kv_lens if case.mode == "decode" else case.row_starts
     b = case.row_ends if case.mode == "prefill" else None
-    a = dummy if a is None else a
-    b = dummy if b is None else b
-    shift = int(math.log2(case.cr))
-    return lambda: fn(
-        case.logits, a, b, out, val, ws, dummy, case.k, case.next_n, shift, route.parts
+    args = KernelArgs(
+        logits=case.logits,
+        lens_a=dummy if a is None else a,
+        lens_b=dummy if b is None else b,
+        out=out,
+        values=val,
+        workspace=ws,
+        paths=dummy,
+        k=case.k,
+        next_n=case.next_n,
+        cr_shift=int(math.log2(case.cr)),
+        parts=route.parts,
     )
+    return lambda: fn(*args)
 
 
 _AOT: dict | None = None
@@ -153,7 +163,7 @@ _AOT: dict | None = None
 
 def _spec():
     """The device as routing sees it (read from torch, so no dispatcher is needed)."""
-    from gvr_reference.routing import spec_from_properties
+    from gvr_kernels.spec import spec_from_properties
 
     return spec_from_properties(torch.cuda.get_device_properties(0))
 

@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 
 import torch
-from gvr_kernels.config import StreamingConfig
+from gvr_kernels.abi import KernelArgs
+from gvr_kernels.routing import route_static
+from gvr_kernels.streaming import StreamingConfig
 from gvr_kernels.testing import (
     FAMILY_NAMES,
     KernelProvider,
@@ -31,7 +33,6 @@ from gvr_kernels.testing import (
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import ModelConfig, simulate_row
 from gvr_reference.model import Path as KPath
-from gvr_reference.routing import route_static
 
 DEV = torch.device("cuda")
 
@@ -57,6 +58,8 @@ def decode_lengths(kv, next_n, cr, width):
 
 
 FAILS = []
+#: Workspace words per row of the split core the tune table times.
+_SPLIT_WORDS_PER_ROW = StreamingConfig(split=True).workspace_words_per_row
 
 
 def report(tag, ok, extra=""):
@@ -227,15 +230,16 @@ def bench(kern, g, out_dir):
                 x = torch.randn(b, n, generator=g, device=DEV)
                 kv = torch.full((b,), n, dtype=torch.int32, device=DEV)
                 route = route_static(SPEC, rows=b, n_env=n, k=k)
-                cfg = StreamingConfig(mode="decode", **route.config)
-                fn = kern.get(cfg)
+                fn = kern.get(route.config)
                 out = torch.empty((b, k), dtype=torch.int32, device=DEV)
                 val = torch.empty((1, 1), dtype=torch.float32, device=DEV)
                 pth = torch.empty((1,), dtype=torch.int32, device=DEV)
                 ws = workspace(route.workspace_words)
 
+                args = KernelArgs(x, kv, kv, out, val, ws, pth, k, 1, 0, route.parts)
+
                 def ours():
-                    fn(x, kv, kv, out, val, ws, pth, k, 1, 0, route.parts)
+                    fn(*args)
 
                 def theirs():
                     torch.topk(x, k, dim=1, sorted=False)
@@ -257,7 +261,7 @@ def bench(kern, g, out_dir):
                     n=n,
                     b=b,
                     parts=route.parts,
-                    threads=route.config["threads"],
+                    threads=route.config.threads,
                     gvr_us=t_ours,
                     torch_us=t_torch,
                     speedup=t_torch / t_ours,
@@ -297,11 +301,12 @@ def tune(kern, g):
                 x = torch.randn(b, n, generator=g, device=DEV)
                 kv = torch.full((b,), n, dtype=torch.int32, device=DEV)
                 out = torch.empty((b, k), dtype=torch.int32, device=DEV)
-                ws = workspace(min(b, SPEC.sm_count // 2) * (4 + 2 * 16384))
+                ws = workspace(min(b, SPEC.sm_count // 2) * _SPLIT_WORDS_PER_ROW)
                 row = []
                 for name, core in variants.items():
                     fn = kern.get(StreamingConfig(mode="decode", **core))
-                    t = timeit(lambda: fn(x, kv, kv, out, val, ws, pth, k, 1, 0, 1), flush, 10)
+                    args = KernelArgs(x, kv, kv, out, val, ws, pth, k, 1, 0, 1)
+                    t = timeit(lambda: fn(*args), flush, 10)
                     row.append(f"{name}:{t:.1f}")
                 for pf in (False, True):
                     fn = kern.get(
@@ -317,9 +322,8 @@ def tune(kern, g):
                     for parts in (2, 4, 8, 16, 32):
                         if b * parts > SPEC.sm_count:
                             continue
-                        t = timeit(
-                            lambda: fn(x, kv, kv, out, val, ws, pth, k, 1, 0, parts), flush, 10
-                        )
+                        args = KernelArgs(x, kv, kv, out, val, ws, pth, k, 1, 0, parts)
+                        t = timeit(lambda: fn(*args), flush, 10)
                         row.append(f"{'q' if pf else 'p'}{parts}:{t:.1f}")
                 print(f"tune k={k} n={n} b={b} " + " ".join(row), flush=True)
 

@@ -3,8 +3,9 @@
     CUTE_DSL_ARCH=sm_90a python tools/export_kernels.py --out .aot --set device-tests
 
 Sets:
-  routable      every configuration ``route_static`` can choose for the device, in every call
-                mode (decode/prefill/full) with and without values and the deterministic mode;
+  routable      every configuration ``route_static`` can choose for the device (every family of
+                the registry), in every call mode with and without values and the
+                deterministic mode;
   device-tests  ``routable`` plus the path-recording variants the forced-path tests use.
 """
 
@@ -14,9 +15,10 @@ import argparse
 import logging
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 
-from gvr_kernels.config import StreamingConfig
-from gvr_kernels.library import routable_configs
+from gvr_kernels.aot import MANIFEST, manifest_entry
+from gvr_kernels.registry import routable_configs
 
 
 def _one(args):
@@ -38,27 +40,17 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO)
     configs = list(routable_configs())
     if args.set == "device-tests":
-        bases = {
-            StreamingConfig(
-                mode="decode",
-                **{
-                    f: getattr(c, f)
-                    for f in ("threads", "capacity", "split", "unroll", "aim_mult", "sample_max")
-                },
-            )
-            for c in configs
-        }
-        configs += [StreamingConfig(**{**c.__dict__, "record_paths": True}) for c in bases]
+        bases = {replace(c, mode="decode", with_values=False, deterministic=False) for c in configs}
+        configs += [replace(c, record_paths=True) for c in bases]
     import json
-    from dataclasses import asdict
     from pathlib import Path
 
     manifest = {}
     with ProcessPoolExecutor(args.jobs) as pool:
         for cfg, name, dt in pool.map(_one, [(c, args.out, args.arch) for c in configs]):
-            manifest[cfg.name] = {"file": name, "arch": args.arch, "config": asdict(cfg)}
+            manifest[cfg.name] = manifest_entry(cfg, name, args.arch)
             print(f"{dt:5.1f}s {cfg.name}", flush=True)
-    Path(args.out, "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    Path(args.out, MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     print(f"exported {len(manifest)} kernels to {args.out}")
 
 

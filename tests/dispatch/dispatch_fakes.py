@@ -2,11 +2,11 @@
 
 - :class:`FakeRuntime` plays the CUDA runtime: CPU tensors count as the kernel device, capture
   is a flag the test sets, streams are integers.
-- :class:`FakeKernel` honours the launch contract of the streaming kernel (argument order,
-  dtypes, shapes, the layout it can address, a zeroed workspace of the right size) and checks
-  every part of it on each call, then answers with an independent numpy oracle. Outside the
-  deterministic tie mode it permutes each row's valid slots, since the kernel's order is
-  unspecified.
+- :class:`FakeKernel` honours the launch contract of the streaming kernel (the argument order
+  of ``gvr_kernels.abi.KernelArgs``, dtypes, shapes, the layout it can address, a zeroed
+  workspace of the right size) and checks every part of it on each call, then answers with an
+  independent numpy oracle. Outside the deterministic tie mode it permutes each row's valid
+  slots, since the kernel's order is unspecified.
 - :class:`FakeCompiler` and the disk store/load functions stand in for the CuTe DSL, counting
   compiles.
 """
@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from gvr_dispatch import Dispatcher, KernelCache
-from gvr_kernels.config import WS_HEADER_WORDS, StreamingConfig
+from gvr_kernels.abi import KernelArgs
+from gvr_kernels.spec import H200
+from gvr_kernels.streaming.config import WS_HEADER_WORDS, StreamingConfig
 from gvr_reference.oracle import topk_windows
-from gvr_reference.routing import H200
 from gvr_reference.windows import RowWindows
 
 
@@ -94,8 +95,12 @@ class FakeKernel:
         self.calls = calls
         self.rng = np.random.default_rng(0)
 
-    def __call__(self, logits, lens_a, lens_b, out, values, ws, paths, k, next_n, cr_shift, parts):
+    def __call__(self, *args):
         cfg = self.config
+        # Positional, as every call site passes them; named by the one ABI definition.
+        a = KernelArgs(*args)
+        logits, lens_a, lens_b, out, values, ws, paths = a[:7]
+        k, next_n, cr_shift, parts = a.k, a.next_n, a.cr_shift, a.parts
         # -- the launch contract
         assert logits.dtype == torch.float32 and logits.dim() == 2
         assert logits.stride(1) == 1, logits.stride()

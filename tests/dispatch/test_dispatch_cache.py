@@ -15,7 +15,7 @@ import pytest
 from dispatch_fakes import FakeCompiler
 from gvr_dispatch import KernelCache
 from gvr_dispatch.cache import default_cache_dir, source_fingerprint
-from gvr_kernels.config import StreamingConfig
+from gvr_kernels.streaming.config import StreamingConfig
 
 CFG = StreamingConfig(mode="full", threads=512, capacity=8192, sample_max=8192)
 CFG2 = StreamingConfig(mode="decode", threads=512, capacity=8192, sample_max=8192)
@@ -118,9 +118,51 @@ def test_fingerprint_is_stable_and_versioned(monkeypatch):
     assert source_fingerprint() != a
 
 
+def test_fingerprint_follows_every_kernel_source(tmp_path):
+    """The fingerprint hashes every project file that shapes a compiled kernel (the registry's
+    family modules plus what they import): editing a copy of any one of them changes it, and
+    tooling files are not part of it."""
+    import shutil
+
+    from gvr_kernels.registry import kernel_source_files, package_roots
+
+    roots = {}
+    for name, root in package_roots().items():
+        roots[name] = tmp_path / name
+        shutil.copytree(root, roots[name], ignore=shutil.ignore_patterns("__pycache__"))
+    files = kernel_source_files(roots)
+    rel = {f"{p.parent.name}/{p.name}" for p in files}
+    for must in (
+        "streaming/kernel.py",
+        "streaming/config.py",
+        "device/select.py",
+        "device/sampling.py",
+        "device/keys.py",
+        "gvr_kernels/abi.py",
+        "gvr_kernels/compile.py",
+        "gvr_reference/model.py",
+        "gvr_reference/ladder.py",
+        "gvr_reference/keys.py",
+    ):
+        assert must in rel, (must, sorted(rel))
+    for tooling in ("gvr_kernels/testing.py", "gvr_kernels/audit.py", "gvr_reference/oracle.py"):
+        assert tooling not in rel
+    base = source_fingerprint(roots)
+    assert base == source_fingerprint(roots)
+    for path in files:
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# edited\n")
+        assert source_fingerprint(roots) != base, f"editing {path} left the fingerprint unchanged"
+        path.write_bytes(original)
+    assert source_fingerprint(roots) == base
+    # A file outside the set does not matter.
+    (roots["gvr_kernels"] / "testing.py").write_text("# edited")
+    assert source_fingerprint(roots) == base
+
+
 def test_warmup_cache_dir_argument(tmp_path):
     from dispatch_fakes import fake_dispatcher
-    from gvr_reference.routing import H200
+    from gvr_kernels.spec import H200
 
     d, _, compiler = fake_dispatcher()
     assert d.cache.cache_dir is None
@@ -143,12 +185,12 @@ _SECOND_PROCESS = textwrap.dedent(
     import json, sys, time
     import gvr_dispatch.cache as cache_mod
     from gvr_dispatch import Dispatcher, KernelCache
-    from gvr_reference.routing import H200
+    from gvr_kernels.spec import H200
 
     def refuse(config, arch):
         raise AssertionError("compiled although the cache was warm: " + config.name)
 
-    cache_mod._compile_streaming = refuse
+    cache_mod._compile = refuse
     d = Dispatcher(cache=KernelCache(cache_dir=sys.argv[1]))
     t = time.perf_counter()
     rep = d.warmup(k=512, rows=(300,), width=4096, modes=("prefill",), spec=H200,
@@ -198,7 +240,7 @@ _FIRST_PROCESS = textwrap.dedent(
     """
     import json, sys, time
     from gvr_dispatch import Dispatcher, KernelCache
-    from gvr_reference.routing import H200
+    from gvr_kernels.spec import H200
 
     d = Dispatcher(cache=KernelCache(cache_dir=sys.argv[1]))
     t = time.perf_counter()

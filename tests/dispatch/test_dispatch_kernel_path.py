@@ -17,8 +17,9 @@ import pytest
 import torch
 from dispatch_fakes import aligned_empty, fake_dispatcher
 from gvr_dispatch.sorting import sort_rows_
+from gvr_kernels.routing import route_static
+from gvr_kernels.spec import H200
 from gvr_reference import oracle
-from gvr_reference.routing import H200, route_static
 from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
 
 FLT_MIN = torch.finfo(torch.float32).min
@@ -168,14 +169,17 @@ def test_cold_key_under_capture_raises_naming_key():
     assert not compiler.compiled and (out == 5).all()
 
 
-def test_no_max_seq_len_under_capture_raises():
-    d, runtime, _ = fake_dispatcher()
+def test_no_max_seq_len_works_under_capture():
+    """Without max_seq_len the envelope is the width: an eager call warms the key, and the
+    same call under capture launches it (nothing to read on the host, nothing to compile)."""
+    d, runtime, compiler = fake_dispatcher()
     x = torch.randn(2, 100)
     kv = torch.tensor([10, 20], dtype=torch.int32)
-    d.topk_decode(x, kv, 8)  # eager: fine (reads kv_lens.max())
+    d.topk_decode(x, kv, 8)
     runtime.is_capturing = True
-    with pytest.raises(RuntimeError, match="max_seq_len"):
-        d.topk_decode(x, kv, 8)
+    out = d.topk_decode(x, torch.tensor([100, 3], dtype=torch.int32), 8)
+    assert len(compiler.compiled) == 1
+    assert (out[1, 3:] == -1).all() and sorted(out[1, :3].tolist()) == [0, 1, 2]
 
 
 def test_capture_after_warmup_uses_graph_workspace():
@@ -309,10 +313,15 @@ def test_fast_decode_path_matches_the_general_path():
     b.check(out.numpy(), val.numpy()).raise_if_failed()
     buf = torch.empty(6, 64, dtype=torch.int32)
     assert fast(k=None, out=buf, return_values=False, values=torch.empty(6, 64))[0] is buf
+    # Without max_seq_len the envelope is the width, here the same key: served inline too.
+    out2, val2 = fast(max_seq_len=None)
+    assert len(compiler.calls) == n_calls + 3
+    b.check(out2.numpy(), val2.numpy()).raise_if_failed()
     declined = [
         dict(sorted=True),
         dict(workspace=torch.zeros(4, dtype=torch.int32)),
-        dict(max_seq_len=None),
+        dict(max_seq_len=-1),
+        dict(max_seq_len=4.0 * 5000),
         dict(max_seq_len=4 * 1000),  # another envelope: a key that was not warmed
         dict(k=np.int64(64)),
         dict(k=65),

@@ -1,6 +1,6 @@
-"""Routing: launch keys are deterministic and capture-stable, envelopes quantise as documented,
-every routed configuration is one the kernel library knows, and warmup covers every key the
-calls of its envelope produce."""
+"""Routing: launch keys are deterministic and capture-stable, envelopes come from capture-stable
+facts only (never from kv_lens), every routed configuration is one the kernel registry lists,
+and warmup covers every key the calls of its envelope produce."""
 
 from __future__ import annotations
 
@@ -9,23 +9,13 @@ import pytest
 import torch
 from dispatch_fakes import FakeRuntime, fake_dispatcher
 from gvr_dispatch.device import arch_of, max_workspace_words, spec_from_properties
-from gvr_dispatch.routing import decode_envelope, pow2_envelope, route
+from gvr_dispatch.routing import LaunchKey, decode_envelope, route
 from gvr_dispatch.warmup import warmup_keys
-from gvr_kernels.library import routable_configs
-from gvr_reference.routing import B200, H200, DeviceSpec, route_static
+from gvr_kernels.registry import routable_configs
+from gvr_kernels.routing import route_static
+from gvr_kernels.spec import B200, H200, DeviceSpec
 
 SPECS = [H200, B200]
-
-
-def test_pow2_envelope():
-    assert pow2_envelope(0, 1000) == 1
-    assert pow2_envelope(1, 1000) == 1
-    assert pow2_envelope(3, 1000) == 4
-    assert pow2_envelope(512, 1000) == 512
-    assert pow2_envelope(513, 1000) == 1000  # clamped to the width
-    assert pow2_envelope(5000, 1000) == 1000
-    assert pow2_envelope(1 << 20, 1 << 21) == 1 << 20
-    assert pow2_envelope((1 << 20) + 1, 1 << 22) == 1 << 21
 
 
 def test_decode_envelope():
@@ -66,24 +56,42 @@ def test_key_independent_of_kv_lens_with_max_seq_len():
     assert len(compiler.compiled) == 1
 
 
-def test_pow2_quantisation_through_dispatcher():
-    """Without max_seq_len a growing decode changes key only when its longest row doubles."""
-    d, _, compiler = fake_dispatcher()
+def test_envelope_without_max_seq_len_is_the_width():
+    """Without max_seq_len the envelope is the logits width whatever kv_lens holds: one key for
+    every call, nothing read from kv_lens (a read of a device tensor would synchronise), and
+    the same call works under capture."""
+    d, runtime, compiler = fake_dispatcher()
     width = 3000
     x = torch.randn(2, width)
-    envelopes = []
-    for longest in (1, 2, 3, 100, 128, 129, 700, 1024, 1025, 2048, 2049, 2999, 3000, 9999):
+    for longest in (0, 1, 3, 129, 2999, 3000, 9999):
         kv = torch.tensor([longest, 0], dtype=torch.int32)
         d.topk_decode(x, kv, 16)
-        envelopes.append(d.launch_keys()[-1][3])
-    assert sorted(set(envelopes)) == [1, 2, 4, 128, 256, 1024, 2048, 3000]
-    for n in envelopes:
-        assert n == width or n & (n - 1) == 0
-    # compress_ratio: the envelope is in compressed units.
+    assert d.launch_keys() == [(0, "decode", 2, width, 16, False, False)]
+    assert len(compiler.compiled) == 1
+    runtime.is_capturing = True
+    d.topk_decode(x, torch.tensor([7, 8], dtype=torch.int32), 16, compress_ratio=4)
+    assert d.launch_keys() == [(0, "decode", 2, width, 16, False, False)]
+    # max_seq_len still tightens it (compressed units).
+    runtime.is_capturing = False
+    kv = torch.tensor([5, 0], dtype=torch.int32)
+    d.topk_decode(x, kv, 16, compress_ratio=4, max_seq_len=4003)
+    assert d.launch_keys()[-1] == (0, "decode", 2, 1000, 16, False, False)
+
+
+def test_kv_lens_is_never_read_on_the_host(monkeypatch):
+    """The dispatcher never turns kv_lens into a Python value (max, item, tolist)."""
     d, _, _ = fake_dispatcher()
-    kv = torch.tensor([4 * 1000 + 3, 0], dtype=torch.int32)
-    d.topk_decode(x, kv, 16, compress_ratio=4)
-    assert d.launch_keys() == [(0, "decode", 2, 1024, 16, False, False)]
+    x = torch.randn(4, 5000)
+    kv = torch.tensor([100, 5000, 0, 77], dtype=torch.int32)
+
+    def refuse(*_a, **_k):
+        raise AssertionError("a host read of kv_lens")
+
+    for name in ("max", "item", "tolist", "__int__", "__index__"):
+        monkeypatch.setattr(torch.Tensor, name, refuse)
+    out = d.topk_decode(x, kv, 64)
+    monkeypatch.undo()
+    assert out.shape == (4, 64)
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.arch)
@@ -115,7 +123,8 @@ def test_every_routed_config_is_routable(spec):
                 for mode in ("decode", "prefill", "full"):
                     for wv in (False, True):
                         for det in (False, True):
-                            r, cfg = route(spec, (0, mode, rows, n_env, k, wv, det))
+                            r = route(spec, LaunchKey(0, mode, rows, n_env, k, wv, det))
+                            cfg = r.config
                             assert cfg in known, cfg.name
                             assert r.parts >= 1 and (r.parts > 1) == cfg.split
                             assert cfg.max_k >= k
@@ -127,9 +136,8 @@ def test_route_is_deterministic():
         (0, "decode", 1, 1 << 17, 2048, False, False),
         (3, "full", 500, 4096, 512, True, True),
     ]:
-        a, ca = route(H200, key)
-        b, cb = route(H200, key)
-        assert a == b and ca == cb and ca.name == cb.name
+        a, b = route(H200, LaunchKey(*key)), route(H200, LaunchKey(*key))
+        assert a == b and a.config.name == b.config.name
 
 
 def test_max_workspace_words_covers_split_routes():
@@ -175,9 +183,7 @@ def test_spec_read_once_per_device():
 # ---------------------------------------------------------------------- warmup enumeration
 def test_warmup_keys_decode_without_max_seq_len():
     keys, _ = warmup_keys(0, k=512, rows=(1, 4), width=5000)
-    envs = sorted({key[3] for key in keys})
-    assert envs == [1 << j for j in range(13)] + [5000]
-    assert {key[2] for key in keys} == {1, 4}
+    assert keys == [LaunchKey(0, "decode", r, 5000, 512, False, False) for r in (1, 4)]
 
 
 def test_warmup_keys_dense_and_prefill():
@@ -270,6 +276,8 @@ def test_warmup_without_max_seq_len_covers_growing_decode():
     n_compiled = len(compiler.compiled)
     x = torch.randn(2, width)
     before = set(d.launch_keys())
+    assert len(before) == 1
+    runtime.is_capturing = True
     for longest in (0, 1, 5, 64, 65, 1000, 2999, 3000, 50000):
         d.topk_decode(x, torch.tensor([longest, 3], dtype=torch.int32), 64)
     assert set(d.launch_keys()) == before

@@ -25,7 +25,8 @@ from gvr_dispatch.validation import (
     resolve_k,
 )
 from gvr_dispatch.workspace import Workspace, as_workspace_words
-from gvr_reference.routing import H200, route_static
+from gvr_kernels.routing import route_static
+from gvr_kernels.spec import H200
 
 ROWS, WIDTH, K = 4, 64, 8
 SENTINEL_OUT = 12345

@@ -1,8 +1,10 @@
 """Every configuration the router can choose compiles for sm_90a and sm_100a, with no spills.
 
-The kernels are compiled from fake tensors on this (GPU-less) machine, exported, and their
-embedded cubins read with cuobjdump: registers must fit the intended residency and nothing may
-land in local memory or a stack frame.
+The configurations come from the family registry (``gvr_kernels.registry.routable_configs``);
+each is compiled from its family's fake arguments on this (GPU-less) machine, exported, and its
+embedded cubin read with cuobjdump: registers must fit the intended residency and nothing may
+land in local memory or a stack frame. A probe kernel ties each family's declared
+shared-memory size to what its allocation code really allocates.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import pytest
 pytest.importorskip("cutlass")
 
 from gvr_kernels.audit import find_cuobjdump  # noqa: E402
-from gvr_kernels.config import StreamingConfig  # noqa: E402
-from gvr_kernels.library import COMPILE_TARGETS, routable_configs  # noqa: E402
+from gvr_kernels.registry import COMPILE_TARGETS, family_of, routable_configs  # noqa: E402
+from gvr_kernels.streaming import StreamingConfig  # noqa: E402
+from shared_probe import MARK  # noqa: E402
 
 CASES = [(cfg, arch) for arch, spec in COMPILE_TARGETS.items() for cfg in routable_configs(spec)]
 #: CTAs each configuration is meant to keep resident per SM.
@@ -45,6 +48,7 @@ def test_router_covers_three_cores():
     names = {cfg.name for cfg, _ in CASES}
     assert len(names) == len({(c.name, a) for c, a in CASES}) // len(COMPILE_TARGETS)
     assert any(c.split for c, _ in CASES) and any(not c.split for c, _ in CASES)
+    assert {family_of(c).name for c, _ in CASES} == {"streaming"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{a}-{c.name}" for c, a in CASES])
@@ -59,6 +63,7 @@ def test_compiles_without_spills(audits, case):
     spec = COMPILE_TARGETS[arch]
     assert resident * (cfg.smem_bytes + u["shared"]) <= spec.smem_per_sm
     assert cfg.smem_bytes <= spec.smem_per_block
+    assert family_of(cfg).can_implement(cfg, spec)
 
 
 def test_invalid_configs_are_rejected():
@@ -68,3 +73,33 @@ def test_invalid_configs_are_rejected():
         StreamingConfig(threads=300)
     with pytest.raises(ValueError, match="sample_max"):
         StreamingConfig(threads=1024, sample_max=1000)
+
+
+def test_declared_shared_memory_is_what_the_kernel_allocates(tmp_path):
+    """The route sizes a launch's shared memory from ``config.smem_bytes``; a probe kernel runs
+    the family's own allocation code, and the allocator's total (a constant, x 7919 so it is
+    unmistakable in the PTX) must equal that figure."""
+    import json
+    import subprocess
+    import sys
+    from dataclasses import asdict
+
+    cfgs = list(dict.fromkeys(c for c, _ in CASES if not c.with_values and not c.deterministic))
+    fields = [asdict(c) for c in cfgs if c.mode == "decode"]
+    fields.append(asdict(StreamingConfig(threads=256, capacity=1000, sample_max=1024)))
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx")
+    probe = os.path.join(os.path.dirname(__file__), "shared_probe.py")
+    res = subprocess.run(
+        [sys.executable, probe, json.dumps(fields)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    found = json.loads(res.stdout.strip().splitlines()[-1])
+    assert len(found) == len(fields)
+    for f in fields:
+        cfg = StreamingConfig(**f)
+        assert found[cfg.name] == [cfg.smem_bytes * MARK], (cfg.name, found[cfg.name])

@@ -13,11 +13,11 @@ import time
 
 import numpy as np
 import pytest
+from gvr_kernels.routing import route_static
 from gvr_reference import validate
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import ModelConfig, Path, simulate_row
 from gvr_reference.oracle import topk_windows
-from gvr_reference.routing import route_static
 from gvr_reference.windows import RowWindows
 from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
 

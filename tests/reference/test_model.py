@@ -1,4 +1,4 @@
-"""The integer ladder, the CPU model of the streaming kernel, and the routing math."""
+"""The integer ladder and the CPU model of the streaming kernel."""
 
 from __future__ import annotations
 
@@ -7,14 +7,6 @@ import pytest
 from gvr_reference.keys import order_key
 from gvr_reference.ladder import PY_OPS, LadderParams, row_plan
 from gvr_reference.model import ModelConfig, Path, narrow_threshold, select_rule, simulate_row
-from gvr_reference.routing import (
-    H200,
-    MIN_PART_ELEMS,
-    SPLIT_MIN_N,
-    DeviceSpec,
-    route_dynamic,
-    route_static,
-)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -144,50 +136,3 @@ def test_model_counts_match_the_keys():
     assert trace.path == Path.FIRST
     assert trace.count1 == int((order_key(x) >= trace.t1).sum())
     assert 512 <= trace.count1 <= SINGLE.capacity
-
-
-def test_route_static_policy():
-    s = H200.sm_count
-    r = route_static(H200, rows=1, n_env=262144, k=2048)
-    assert r.parts == min(s, 262144 // MIN_PART_ELEMS) and r.config["split"]
-    assert route_static(H200, rows=1, n_env=4096, k=512).config["threads"] == 512
-    assert r.grid == r.parts and r.workspace_words == 4 + 2 * r.config["capacity"]
-    assert route_static(H200, rows=1, n_env=SPLIT_MIN_N - 1, k=512).parts == 1
-    assert route_static(H200, rows=s // 2 + 1, n_env=262144, k=512).parts == 1
-    assert route_static(H200, rows=s, n_env=262144, k=512).config["threads"] == 1024
-    assert route_static(H200, rows=s + 1, n_env=262144, k=512).config["threads"] == 512
-    for rows in (1, 2, 7, 33, 66):
-        rt = route_static(H200, rows=rows, n_env=1 << 20, k=1024)
-        assert rt.parts * rows <= s
-    assert route_static(H200, rows=3, n_env=99999, k=7) == route_static(
-        H200, rows=3, n_env=99999, k=7
-    )
-
-
-def test_route_static_follows_the_device():
-    small = DeviceSpec("small", "sm_90a", 40, 232448, 233472)
-    assert route_static(small, rows=10, n_env=262144, k=512).parts == 4
-    assert route_static(small, rows=41, n_env=262144, k=512).config["threads"] == 512
-    tiny_smem = DeviceSpec("tiny", "sm_90a", 40, 101376, 102400)
-    r = route_static(tiny_smem, rows=100, n_env=262144, k=512)
-    assert r.smem_bytes <= tiny_smem.smem_per_block
-
-
-@pytest.mark.parametrize(
-    "kwargs, name",
-    [
-        (dict(rows=0, n_env=10, k=1), "rows"),
-        (dict(rows=1, n_env=0, k=1), "n_env"),
-        (dict(rows=1, n_env=1 << 26, k=1), "n_env"),
-        (dict(rows=1, n_env=10, k=0), "k"),
-        (dict(rows=1, n_env=10, k=2049), "k"),
-    ],
-)
-def test_route_static_rejects_bad_arguments(kwargs, name):
-    with pytest.raises(ValueError, match=name):
-        route_static(H200, **kwargs)
-
-
-def test_route_dynamic_is_the_ladder():
-    r = route_static(H200, rows=4, n_env=262144, k=1024)
-    assert route_dynamic(r, 123457, 1024, lead=2) == row_plan(123457, 1024, 2, r.ladder)

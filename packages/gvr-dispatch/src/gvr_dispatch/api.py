@@ -95,12 +95,12 @@ def topk_decode(
         out: optional int32 ``[rows, k]`` contiguous buffer for the indices.
         values: optional float32 ``[rows, k]`` contiguous buffer for the values.
         return_values: also return values without a ``values`` buffer.
-        max_seq_len: upper bound on ``kv_lens`` in uncompressed tokens (e.g. the engine's
-            maximum sequence length). With it the launch depends only on capture-stable
-            quantities and no host read happens; it is required under CUDA-graph capture.
-            Without it the dispatcher reads ``kv_lens.max()`` once (a device synchronisation)
-            and rounds the envelope up to a power of two. Rows longer than the envelope stay
-            exact (the envelope only picks the configuration; rows clamp to ``width``).
+        max_seq_len: optional upper bound on ``kv_lens`` in uncompressed tokens (e.g. the
+            engine's maximum sequence length), to tighten the launch envelope below the
+            logits width. Without it the envelope is ``width``. Either way the launch depends
+            only on capture-stable quantities and nothing is read from the device. Rows
+            longer than the envelope stay exact (the envelope only picks the configuration;
+            rows clamp to ``width``).
         workspace: optional split-row workspace (:class:`Workspace`, or a zeroed uint8 / int32
             / uint32 CUDA tensor, 16-byte aligned, at least :func:`workspace_bytes`); default:
             the dispatcher's one for the current stream (one per device under capture).
@@ -113,8 +113,8 @@ def topk_decode(
 
     Raises:
         TypeError, ValueError: a bad argument, named in the message; nothing is written.
-        RuntimeError: under CUDA-graph capture: a launch key that was not warmed, no
-            ``max_seq_len``, or a logits layout that needs a copy.
+        RuntimeError: under CUDA-graph capture: a launch key that was not warmed, or a
+            logits layout that needs a copy.
     """
     # Positional calls into the dispatcher: this is the per-step hot path.
     d = _default or get_dispatcher()
@@ -244,7 +244,7 @@ def warmup(
     Args:
         k: one K or a tuple of them.
         max_seq_len: the decode envelope in uncompressed tokens (what the calls will pass);
-            ``None`` warms every power-of-two envelope up to ``width``.
+            ``None`` warms the calls without it (their envelope is ``width``).
         rows: logits row counts the calls will use (decode: ``batch * next_n``).
         next_n, compress_ratio: as the decode calls will pass them.
         row_stride: the logits row stride the calls will use; a stride that is not a multiple
@@ -259,7 +259,7 @@ def warmup(
         deterministic: likewise for the tie mode.
         device: the CUDA device (default: the current one); ``"cpu"`` warms the CPU engine.
         progress: show a progress bar.
-        spec: a :class:`gvr_reference.routing.DeviceSpec` to compile for without a GPU (fills
+        spec: a :class:`gvr_kernels.spec.DeviceSpec` to compile for without a GPU (fills
             the memory and disk caches only; no launches are resolved).
         cache_dir: set the persistent cache folder first (``None``: no disk cache); see
             :func:`set_cache_dir`.
@@ -313,6 +313,6 @@ def set_cache_dir(cache_dir) -> None:
 
 
 def device_spec(device=None):
-    """The :class:`gvr_reference.routing.DeviceSpec` the dispatcher routes with on ``device``
+    """The :class:`gvr_kernels.spec.DeviceSpec` the dispatcher routes with on ``device``
     (read once from the driver)."""
     return get_dispatcher().spec(device)

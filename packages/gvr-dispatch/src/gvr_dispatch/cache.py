@@ -1,11 +1,14 @@
 """The compile cache: compiled kernels in memory, and their exported objects on disk.
 
-In memory, a compiled kernel is keyed by ``(StreamingConfig, arch)``. On disk, each kernel is
-the host object ``compiled.export_to_c`` writes (cubin embedded, TVM-FFI entry point named after
-the configuration), loaded back with ``cutlass.runtime.load_module(path, enable_tvm_ffi=True)``,
-which needs neither a compiler nor a linker. The on-disk key is a fingerprint of
+In memory, a compiled kernel is keyed by ``(config, arch)`` (a configuration of any registered
+family). On disk, each kernel is the host object ``compiled.export_to_c`` writes (cubin
+embedded, TVM-FFI entry point named after the configuration), loaded back with
+``cutlass.runtime.load_module(path, enable_tvm_ffi=True)``, which needs neither a compiler nor
+a linker. The on-disk key is a fingerprint of
 
-- the kernel sources (every ``.py`` file of ``gvr_kernels`` and ``gvr_reference/ladder.py``),
+- every source file that shapes a compiled kernel (``gvr_kernels.registry.kernel_source_files``:
+  each family's kernel and config modules, the compile entry, the launch ABI, and every project
+  module they import, ``gvr_reference.model`` and ``ladder`` included),
 - the CuTe DSL and TVM-FFI versions,
 - the target architecture and the configuration name,
 
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import logging
 import os
@@ -33,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gvr_kernels.config import StreamingConfig
+from gvr_kernels.registry import kernel_source_files, package_roots
 
 __all__ = ["KernelCache", "CacheEntry", "FROM_ENV", "default_cache_dir", "source_fingerprint"]
 
@@ -58,13 +60,6 @@ def default_cache_dir() -> Path | None:
     return Path.home() / ".cache" / "gvr"
 
 
-def _package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"package {name} is not importable")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
 def _version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
@@ -72,40 +67,40 @@ def _version(dist: str) -> str:
         return "unknown"
 
 
-#: Files of ``gvr_kernels`` (besides ``device/``) whose content changes compiled kernels.
-KERNEL_SOURCES = ("streaming.py", "config.py", "compile.py")
-
-
-def source_fingerprint() -> str:
+def source_fingerprint(roots: dict[str, Path] | None = None) -> str:
     """Hex digest of everything a compiled kernel depends on besides its configuration and
-    arch: the kernel sources and the CuTe DSL / TVM-FFI versions."""
+    arch: the sources that shape kernels (``gvr_kernels.registry.kernel_source_files``) and the
+    CuTe DSL / TVM-FFI versions.
+
+    Args:
+        roots: ``{package: folder}`` of the project packages to read (default: where they are
+            imported from); tests point this at edited copies.
+    """
+    roots = dict(roots) if roots is not None else package_roots()
     h = hashlib.sha256()
-    kernels = _package_dir("gvr_kernels")
-    # Only the sources that shape the generated code: the kernels, their device pieces, the
-    # compile keys and the compile entry (tooling such as testing.py or audit.py does not).
-    files = sorted(
-        p
-        for p in kernels.rglob("*.py")
-        if "__pycache__" not in p.parts and (p.parent.name == "device" or p.name in KERNEL_SOURCES)
-    )
-    for p in files:
-        h.update(p.relative_to(kernels).as_posix().encode())
+    for path in kernel_source_files(roots):
+        h.update(_relative_name(path, roots).encode())
         h.update(b"\0")
-        h.update(p.read_bytes())
+        h.update(path.read_bytes())
         h.update(b"\0")
-    ladder = _package_dir("gvr_reference") / "ladder.py"
-    h.update(b"gvr_reference/ladder.py\0")
-    h.update(ladder.read_bytes())
     h.update(f"\0cutlass-dsl={_version('nvidia-cutlass-dsl')}".encode())
     h.update(f"\0tvm-ffi={_version('apache-tvm-ffi')}".encode())
     return h.hexdigest()[:24]
 
 
-def _compile_streaming(config: StreamingConfig, arch: str | None):
-    from gvr_kernels.compile import SUPPORTED_ARCHS, compile_streaming
+def _relative_name(path: Path, roots: dict[str, Path]) -> str:
+    """``package/relative/path.py`` of a source file (stable across install locations)."""
+    for name, root in roots.items():
+        if path.is_relative_to(root):
+            return f"{name}/{path.relative_to(root).as_posix()}"
+    return path.name
+
+
+def _compile(config, arch: str | None):
+    from gvr_kernels.compile import SUPPORTED_ARCHS, compile_config
 
     # Archs the DSL cannot be pointed at by name (e.g. sm_103a) compile for the visible GPU.
-    return compile_streaming(config, arch if arch in SUPPORTED_ARCHS else None)
+    return compile_config(config, arch if arch in SUPPORTED_ARCHS else None)
 
 
 def _load_object(path: Path, name: str):
@@ -133,7 +128,7 @@ class CacheEntry:
     """
 
     fn: Callable
-    config: StreamingConfig
+    config: object
     arch: str
     source: str
     seconds: float
@@ -145,7 +140,7 @@ class KernelCache:
 
     Args:
         compile_fn: ``compile_fn(config, arch) -> compiled`` (default: ``gvr_kernels``'
-            ``compile_streaming``); the result is callable and has ``export_to_c``.
+            ``compile_config``); the result is callable and has ``export_to_c``.
         load_fn: ``load_fn(path, name) -> (keepalive, callable)`` for an exported object.
         store_fn: ``store_fn(compiled, path, name)`` writes an exported object.
         cache_dir: the disk location (a path, or ``None`` for no disk cache); default from the
@@ -162,13 +157,13 @@ class KernelCache:
         store_fn: Callable | None = None,
         cache_dir: str | os.PathLike | None | object = FROM_ENV,
     ):
-        self._compile = compile_fn or _compile_streaming
+        self._compile = compile_fn or _compile
         self._load = load_fn or _load_object
         self._store = store_fn or _store_object
         self._dir: Path | None = (
             default_cache_dir() if cache_dir is FROM_ENV else _as_dir(cache_dir)
         )
-        self._memory: dict[tuple[StreamingConfig, str], CacheEntry] = {}
+        self._memory: dict[tuple[object, str], CacheEntry] = {}
         self._fingerprint: str | None = None
         self._lock = threading.RLock()
         self.stats = dict.fromkeys(SOURCES, 0)
@@ -190,18 +185,18 @@ class KernelCache:
             self._fingerprint = source_fingerprint()
         return self._fingerprint
 
-    def path_for(self, config: StreamingConfig, arch: str) -> Path | None:
+    def path_for(self, config, arch: str) -> Path | None:
         """Where the exported object of ``config`` for ``arch`` lives (``None``: no disk)."""
         if self._dir is None:
             return None
         return self._dir / arch / self.fingerprint() / f"{config.name}.o"
 
     # ------------------------------------------------------------------ lookups
-    def lookup(self, config: StreamingConfig, arch: str) -> CacheEntry | None:
+    def lookup(self, config, arch: str) -> CacheEntry | None:
         """The kernel if it is in memory, else ``None`` (never compiles or reads the disk)."""
         return self._memory.get((config, arch))
 
-    def get(self, config: StreamingConfig, arch: str) -> tuple[CacheEntry, str]:
+    def get(self, config, arch: str) -> tuple[CacheEntry, str]:
         """The kernel for ``config`` on ``arch``: from memory, else from disk, else compiled
         (and then stored on disk).
 
@@ -229,7 +224,7 @@ class KernelCache:
             self.stats[entry.source] += 1
             return entry, entry.source
 
-    def _from_disk(self, config: StreamingConfig, arch: str) -> CacheEntry | None:
+    def _from_disk(self, config, arch: str) -> CacheEntry | None:
         path = self.path_for(config, arch)
         if path is None or not path.is_file():
             return None
@@ -247,7 +242,7 @@ class KernelCache:
             return None
         return CacheEntry(fn, config, arch, "disk", time.perf_counter() - t0, keepalive)
 
-    def _compile_and_store(self, config: StreamingConfig, arch: str) -> CacheEntry:
+    def _compile_and_store(self, config, arch: str) -> CacheEntry:
         t0 = time.perf_counter()
         compiled = self._compile(config, arch)
         seconds = time.perf_counter() - t0
@@ -265,7 +260,7 @@ class KernelCache:
                 )
         return CacheEntry(compiled, config, arch, "compiled", seconds)
 
-    def _write(self, compiled, path: Path, config: StreamingConfig, arch: str) -> None:
+    def _write(self, compiled, path: Path, config, arch: str) -> None:
         folder = path.parent
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{config.name}.", suffix=".o", dir=folder)

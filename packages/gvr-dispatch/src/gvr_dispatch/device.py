@@ -2,7 +2,7 @@
 
 :class:`CudaRuntime` answers four questions: is the current stream capturing a CUDA graph,
 which stream is current, which device a tensor lives on, and what the device is
-(:class:`gvr_reference.routing.DeviceSpec`, read from the driver). The dispatcher reads the
+(:class:`gvr_kernels.spec.DeviceSpec`, read from the driver). The dispatcher reads the
 spec once per device and caches it.
 
 Keeping these behind an object lets the dispatcher's logic (launch keys, capture rules,
@@ -11,27 +11,10 @@ workspaces, layouts) run in tests on a machine without a GPU, with a stand-in ru
 
 from __future__ import annotations
 
-from gvr_reference.routing import MAX_K, DeviceSpec, arch_of, route_static, spec_from_properties
+from gvr_kernels.routing import max_workspace_words
+from gvr_kernels.spec import DeviceSpec, arch_of, spec_from_properties
 
 __all__ = ["CudaRuntime", "arch_of", "spec_from_properties", "max_workspace_words"]
-
-
-def max_workspace_words(spec: DeviceSpec) -> int:
-    """uint32 words of split workspace the largest launch on ``spec`` can need.
-
-    Split launches have at most ``sm_count // 2`` rows and their workspace grows with the rows
-    (and, on parts with little shared memory, with K), so the largest is the route of that many
-    rows at the longest envelope and the largest K.
-    """
-    rows = max(1, spec.sm_count // 2)
-    longest = (1 << 26) - 1
-    words = 0
-    for k in (1, MAX_K):
-        try:
-            words = max(words, route_static(spec, rows=rows, n_env=longest, k=k).workspace_words)
-        except ValueError:  # K that does not fit this part's shared memory
-            continue
-    return words
 
 
 class CudaRuntime:

@@ -31,7 +31,7 @@ from . import cpu
 from .cache import FROM_ENV, KernelCache
 from .device import CudaRuntime, max_workspace_words
 from .launch import Dummies, Launch, kernel_view, padded_copy, prime
-from .routing import LaunchKey, decode_envelope, describe_key, pow2_envelope, route
+from .routing import LaunchKey, decode_envelope, describe_key, route
 from .sorting import sort_rows_
 from .validation import (
     KERNEL_MAX_K,
@@ -121,8 +121,8 @@ class Dispatcher:
         max_seq_len, workspace, deterministic, sorted,
     ):  # fmt: skip
         """The common warm decode call, checked inline in one function: CUDA tensors of the
-        right dtypes, ``max_seq_len`` given, a warmed launch key, a layout read in place, no
-        ``sorted``, no caller workspace.
+        right dtypes, a warmed launch key, a layout read in place, no ``sorted``, no caller
+        workspace.
 
         Returns the result, or None when anything differs; :meth:`_decode` then validates,
         explains errors and handles every case. Every condition below is one the general
@@ -130,7 +130,7 @@ class Dispatcher:
         same launch for it.
         """
         if (
-            type(max_seq_len) is not int
+            (max_seq_len is not None and type(max_seq_len) is not int)
             or type(next_n) is not int
             or type(compress_ratio) is not int
             or workspace is not None
@@ -158,7 +158,6 @@ class Dispatcher:
             or batch * next_n != rows
             or rows == 0
             or not 0 < width < KERNEL_MAX_WIDTH
-            or max_seq_len < 0
             or (batch > 1 and kv_lens.stride(0) != 1)
         ):
             return None
@@ -189,7 +188,12 @@ class Dispatcher:
             return None
         want_values = return_values or values is not None
         dev = device.index or 0
-        n_env = min(max(max_seq_len >> cr_shift, 1), width)
+        if max_seq_len is None:
+            n_env = width
+        elif max_seq_len >= 0:
+            n_env = min(max(max_seq_len >> cr_shift, 1), width)
+        else:
+            return None
         launch = self._launches.get((dev, "decode", rows, n_env, k, want_values, deterministic))
         if launch is None:
             return None
@@ -213,6 +217,8 @@ class Dispatcher:
             out = torch.empty((rows, k), dtype=_i32, device=device)
         if want_values and values is None:
             values = torch.empty((rows, k), dtype=_f32, device=device)
+        # gvr_kernels.abi.KernelArgs, positionally (a keyword-built record costs a microsecond
+        # here); the dispatch tests check every launch against KernelArgs.
         launch.fn(
             logits, kv_lens, d.i32, out, values if want_values else d.values, ws, d.i32,
             k, next_n, cr_shift, launch.parts,
@@ -223,8 +229,8 @@ class Dispatcher:
         self, logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
         max_seq_len, workspace, deterministic, sorted,
     ):  # fmt: skip
-        """Decode top-K, every case: validation with explained errors, the CPU engine, the
-        envelope without ``max_seq_len``, cold keys, layout fallbacks, workspaces."""
+        """Decode top-K, every case: validation with explained errors, the CPU engine, cold
+        keys, layout fallbacks, workspaces."""
         rows, width = check_logits(logits)
         device = logits.device
         kernel = device.type == self._kernel_type or self._route_device(device)
@@ -249,16 +255,9 @@ class Dispatcher:
         if not kernel:
             windows = cpu.decode_windows_of(kv_lens, next_n, cr_shift, width)
             return self._cpu(logits, windows, k, out, values, want_values, sorted)
-        if max_seq_len is not None:
-            n_env = decode_envelope(max_seq_len, cr_shift, width)
-        else:
-            if self.runtime.capturing():
-                raise RuntimeError(
-                    "topk_decode without max_seq_len reads kv_lens.max() on the host, which is "
-                    "not allowed during CUDA-graph capture: pass max_seq_len (uncompressed "
-                    "tokens) and warm up with the same value before capturing"
-                )
-            n_env = pow2_envelope(int(kv_lens.max()) >> cr_shift, width)
+        # The envelope comes from capture-stable facts only: max_seq_len, else the width
+        # (every row is clamped to it). Nothing is read from kv_lens on the host.
+        n_env = width if max_seq_len is None else decode_envelope(max_seq_len, cr_shift, width)
         return self._launch(
             "decode",
             logits,
@@ -468,7 +467,7 @@ class Dispatcher:
         device = logits.device
         dev = device.index or 0
         kernel_values = want_values or sorted
-        key = (dev, mode, rows, n_env, k, kernel_values, deterministic)
+        key = LaunchKey(dev, mode, rows, n_env, k, kernel_values, deterministic)
         launch = self._launches.get(key)
         if launch is None:
             if runtime.capturing():
@@ -508,7 +507,7 @@ class Dispatcher:
         if kernel_values and values is None:
             values = torch.empty((rows, k), dtype=_f32, device=device)
         d = launch.dummies
-        args = (
+        args = (  # gvr_kernels.abi.KernelArgs, positionally (see _decode_fast)
             view,
             lens_a if lens_a is not None else d.i32,
             lens_b if lens_b is not None else d.i32,
@@ -560,14 +559,14 @@ class Dispatcher:
             dev = key[0]
             spec = self.spec(device)
             self._one_device = self.runtime.device_count() == 1
-            r, config = route(spec, key)
+            r = route(spec, key)
+            config = r.config
             entry, source = self.cache.get(config, spec.arch)
             if r.parts > 1:
                 self._stream_workspace(dev, device)
                 self._graph_workspace(dev, device)
             launch = Launch(
                 fn=entry.fn,
-                config=config,
                 route=r,
                 arch=spec.arch,
                 parts=r.parts,
@@ -587,7 +586,7 @@ class Dispatcher:
 
     # ================================================================== devices and buffers
     def spec(self, device=None):
-        """The :class:`~gvr_reference.routing.DeviceSpec` of a CUDA device (read once from the
+        """The :class:`~gvr_kernels.spec.DeviceSpec` of a CUDA device (read once from the
         driver, then cached). ``device``: a ``torch.device``, an index, or ``None`` (current)."""
         device = self._device(device)
         dev = self.runtime.index(device)
@@ -708,7 +707,7 @@ class Dispatcher:
             with_values=with_values,
             deterministic=deterministic,
         )
-        configs = list(dict.fromkeys(route(spec, key)[1] for key in keys))
+        configs = list(dict.fromkeys(route(spec, key).config for key in keys))
         report = WarmupReport(device=str(device) if dev >= 0 else spec.arch, notes=notes)
         bar = _progress(configs, progress, spec.arch)
         for config in bar:

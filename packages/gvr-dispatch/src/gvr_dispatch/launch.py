@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from gvr_kernels.config import StreamingConfig
-from gvr_reference.routing import StaticRoute
+from gvr_kernels.abi import KernelArgs
+from gvr_kernels.routing import Route
 
 __all__ = ["Launch", "Dummies", "kernel_view", "padded_copy", "prime"]
 
@@ -50,23 +50,25 @@ class Launch:
     """A launch key resolved to a kernel.
 
     Attributes:
-        fn: the TVM-FFI callable, arguments ``(logits, lens_a, lens_b, out, values, workspace,
-            paths, k, next_n, cr_shift, parts)``.
-        config: its compile configuration.
-        route: the static route (``parts``, ``workspace_words``, grid).
+        fn: the TVM-FFI callable, arguments ``gvr_kernels.abi.KernelArgs``.
+        route: the static route (configuration, ``parts``, ``workspace_words``, grid).
         arch: the compile target.
-        parts: CTAs per row.
+        parts: CTAs per row (``route.parts``, kept flat for the hot path).
         workspace_words: uint32 words of zeroed workspace the launch needs (0: none).
         dummies: the device's stand-in tensors.
     """
 
     fn: Callable
-    config: StreamingConfig
-    route: StaticRoute
+    route: Route
     arch: str
     parts: int
     workspace_words: int
     dummies: Dummies
+
+    @property
+    def config(self):
+        """The compile configuration (``route.config``)."""
+        return self.route.config
 
 
 def kernel_view(logits: torch.Tensor, rows: int, width: int) -> tuple[torch.Tensor | None, str]:
@@ -115,16 +117,17 @@ def prime(launch: Launch, device) -> None:
     zeros = torch.zeros(1, dtype=torch.int32, device=device)
     out = torch.empty((1, 1), dtype=torch.int32, device=device)
     values = torch.empty((1, 1), dtype=torch.float32, device=device) if cfg.with_values else None
-    launch.fn(
-        logits,
-        zeros,
-        zeros,
-        out,
-        d.values if values is None else values,
-        d.workspace,
-        d.i32,
-        1,
-        1,
-        0,
-        1,
+    args = KernelArgs(
+        logits=logits,
+        lens_a=zeros,
+        lens_b=zeros,
+        out=out,
+        values=d.values if values is None else values,
+        workspace=d.workspace,
+        paths=d.i32,
+        k=1,
+        next_n=1,
+        cr_shift=0,
+        parts=1,
     )
+    launch.fn(*args)

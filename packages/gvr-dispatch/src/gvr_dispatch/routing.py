@@ -1,30 +1,43 @@
 """Launch keys: what a call is routed by, built only from capture-stable quantities.
 
-A launch key is the tuple ``(device_index, mode, rows, n_env, k, with_values, deterministic)``:
+A :class:`LaunchKey` is ``(device, mode, rows, n_env, k, with_values, deterministic)``:
 
 - ``mode``: the kernel's window source, ``"decode"`` (``topk_decode``, and ``topk`` with
   ``lengths``), ``"prefill"`` or ``"full"`` (``topk`` without ``lengths``);
 - ``rows``: logits rows;
 - ``n_env``: the length envelope (longest row the launch may see, in compressed scores):
-  decode with ``max_seq_len``: ``min(max(max_seq_len // compress_ratio, 1), width)``;
-  decode without it: the longest row of the batch rounded up to a power of two, clamped to
-  the width (:func:`pow2_envelope`); prefill and dense: the width;
+  decode with ``max_seq_len``: ``min(max(max_seq_len // compress_ratio, 1), width)``
+  (:func:`decode_envelope`); decode without it, prefill and dense: the width, which bounds
+  every row since rows are clamped to it;
 - ``with_values``: the kernel writes values (requested, or needed by ``sorted=True``);
 - ``deterministic``: the tie mode.
 
-:func:`route` turns a key into the ``gvr_reference.routing.route_static`` route and the
-``StreamingConfig`` to compile, a pure function of the key and the device spec.
+No part of a key is read from device data, so routing never synchronises.
+:func:`route` turns a key into the ``gvr_kernels.routing.route_static`` route (family, typed
+compile configuration, grid, workspace), a pure function of the key and the device spec.
 """
 
 from __future__ import annotations
 
-from gvr_kernels.config import StreamingConfig
-from gvr_reference.routing import DeviceSpec, StaticRoute, route_static
+from typing import NamedTuple
 
-__all__ = ["LaunchKey", "decode_envelope", "pow2_envelope", "route", "describe_key"]
+from gvr_kernels.routing import Route, route_static
+from gvr_kernels.spec import DeviceSpec
 
-#: ``(device_index, mode, rows, n_env, k, with_values, deterministic)``
-LaunchKey = tuple
+__all__ = ["LaunchKey", "decode_envelope", "route", "describe_key"]
+
+
+class LaunchKey(NamedTuple):
+    """The identity of a launch (see the module docstring). Equal to, and hashed as, the plain
+    tuple of its fields, so a hot path may look a launch up with a tuple."""
+
+    device: int
+    mode: str
+    rows: int
+    n_env: int
+    k: int
+    with_values: bool
+    deterministic: bool
 
 
 def decode_envelope(max_seq_len: int, cr_shift: int, width: int) -> int:
@@ -33,25 +46,21 @@ def decode_envelope(max_seq_len: int, cr_shift: int, width: int) -> int:
     return min(max(max_seq_len >> cr_shift, 1), width)
 
 
-def pow2_envelope(longest: int, width: int) -> int:
-    """Envelope of a decode call without ``max_seq_len``: the longest row rounded up to a power
-    of two, clamped to ``width``. A growing decode then changes key only when its longest row
-    doubles."""
-    n = max(int(longest), 1)
-    return min(1 << (n - 1).bit_length(), width)
-
-
-def route(spec: DeviceSpec, key: LaunchKey) -> tuple[StaticRoute, StreamingConfig]:
-    """The static route and compile configuration of a launch key on ``spec``."""
+def route(spec: DeviceSpec, key: LaunchKey) -> Route:
+    """The static route (and with it the compile configuration) of a launch key on ``spec``."""
     _, mode, rows, n_env, k, with_values, deterministic = key
-    r = route_static(spec, rows=rows, n_env=n_env, k=k)
-    config = StreamingConfig(
-        mode=mode, with_values=with_values, deterministic=deterministic, **r.config
+    return route_static(
+        spec,
+        rows=rows,
+        n_env=n_env,
+        k=k,
+        mode=mode,
+        with_values=with_values,
+        deterministic=deterministic,
     )
-    return r, config
 
 
-def describe_key(key: LaunchKey) -> str:
+def describe_key(key) -> str:
     """A readable form of a launch key for error messages."""
     dev, mode, rows, n_env, k, with_values, deterministic = key
     return (

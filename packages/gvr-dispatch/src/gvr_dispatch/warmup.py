@@ -4,9 +4,8 @@
 inside the envelope can look up:
 
 - ``"decode"`` (``topk_decode``): each row count; with ``max_seq_len`` the one envelope
-  ``min(max(max_seq_len // compress_ratio, 1), width)``; without it every power-of-two
-  envelope up to the width, and the width itself (what :func:`~gvr_dispatch.routing.pow2_envelope`
-  can return);
+  ``min(max(max_seq_len // compress_ratio, 1), width)``; without it the width (calls without
+  ``max_seq_len`` route by the width);
 - ``"prefill"`` (``topk_prefill``): each row count at the width;
 - ``"dense"`` (``topk``): each row count at the width, with and without ``lengths``.
 
@@ -31,7 +30,7 @@ class WarmupEntry:
     """One kernel configuration a warmup made ready.
 
     Attributes:
-        name: the configuration name (``StreamingConfig.name``), or ``"cpu_engine"``.
+        name: the configuration name (e.g. ``StreamingConfig.name``), or ``"cpu_engine"``.
         arch: compile target (``"sm_90a"``, ...), or ``"cpu"``.
         source: ``"memory"`` (already loaded), ``"disk"`` (persistent cache) or
             ``"compiled"``.
@@ -195,8 +194,7 @@ def warmup_keys(
                 w = min(w, KERNEL_MAX_WIDTH - 1)
                 envelopes.append(("decode", min(max(max_seq_len >> cr_shift, 1), w), next_n))
             else:
-                w = need_width(mode)
-                envelopes += [("decode", min(1 << j, w), next_n) for j in range(w.bit_length() + 1)]
+                envelopes.append(("decode", need_width(mode), next_n))
         elif mode == "prefill":
             envelopes.append(("prefill", need_width(mode), 1))
         else:
@@ -215,5 +213,5 @@ def warmup_keys(
             for kk in ks:
                 for wv in values_opts:
                     for det in det_opts:
-                        keys[(device_index, mode, r, n_env, kk, wv, det)] = None
+                        keys[LaunchKey(device_index, mode, r, n_env, kk, wv, det)] = None
     return list(keys), notes

@@ -221,8 +221,8 @@ def topk_decode(
         out: optional int32 ``[rows, k]`` contiguous buffer for the indices (filled in place).
         values: optional float32 ``[rows, k]`` contiguous buffer for the values.
         return_values: also return values without a ``values`` buffer.
-        max_seq_len: upper bound on ``kv_lens`` in uncompressed tokens; required under
-            CUDA-graph capture (no host read then).
+        max_seq_len: optional upper bound on ``kv_lens`` in uncompressed tokens that tightens
+            the launch envelope below the logits width (no call reads device data).
         workspace: optional split workspace (a :class:`gvr_dispatch.Workspace` or a zeroed CUDA
             tensor); ignored on the CPU.
         deterministic: ties at the K-th value go to the smallest indices.

@@ -22,9 +22,16 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 
-from .config import StreamingConfig
+from .registry import config_from_dict, family_of
 
-__all__ = ["export_config", "export_library", "load_library", "load_exported", "MANIFEST"]
+__all__ = [
+    "export_config",
+    "export_library",
+    "load_library",
+    "load_exported",
+    "manifest_entry",
+    "MANIFEST",
+]
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +44,7 @@ def _runtime_libraries() -> list[str]:
     return list(cute.runtime.find_runtime_libraries(enable_tvm_ffi=True))
 
 
-def export_config(config: StreamingConfig, out_dir: str | os.PathLike, arch: str) -> Path:
+def export_config(config, out_dir: str | os.PathLike, arch: str) -> Path:
     """Compile ``config`` for ``arch`` and write ``<out_dir>/<config.name>.so``.
 
     The shared object is written to a temporary name and renamed into place, so a reader never
@@ -55,11 +62,11 @@ def export_config(config: StreamingConfig, out_dir: str | os.PathLike, arch: str
         RuntimeError: linking failed (no ``gcc``/``cc`` on the machine, or the DSL runtime
             libraries are missing).
     """
-    from .compile import compile_streaming
+    from .compile import compile_config
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    compiled = compile_streaming(config, arch)
+    compiled = compile_config(config, arch)
     cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
     if cc is None:
         raise RuntimeError("exporting a kernel needs a C compiler driver (gcc or cc) to link it")
@@ -77,21 +84,26 @@ def export_config(config: StreamingConfig, out_dir: str | os.PathLike, arch: str
 
 
 def export_library(
-    configs: Iterable[StreamingConfig], out_dir: str | os.PathLike, arch: str = "sm_90a"
+    configs: Iterable, out_dir: str | os.PathLike, arch: str = "sm_90a"
 ) -> dict[str, dict]:
     """Export several configurations and write a manifest beside them.
 
     Returns:
-        The manifest: ``{name: {"file": ..., "arch": ..., "config": {...}}}``.
+        The manifest: ``{name: {"file": ..., "arch": ..., "family": ..., "config": {...}}}``.
     """
     out = Path(out_dir)
     manifest: dict[str, dict] = {}
     for cfg in configs:
         path = export_config(cfg, out, arch)
-        manifest[cfg.name] = {"file": path.name, "arch": arch, "config": asdict(cfg)}
+        manifest[cfg.name] = manifest_entry(cfg, path.name, arch)
         log.info("exported %s for %s", cfg.name, arch)
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     return manifest
+
+
+def manifest_entry(config, file: str, arch: str) -> dict:
+    """The manifest record of one exported configuration (tagged with its family)."""
+    return {"file": file, "arch": arch, "family": family_of(config).name, "config": asdict(config)}
 
 
 def load_exported(path: str | os.PathLike, name: str):
@@ -105,12 +117,12 @@ def load_exported(path: str | os.PathLike, name: str):
         return getattr(module, name)
 
 
-def load_library(out_dir: str | os.PathLike) -> dict[StreamingConfig, object]:
+def load_library(out_dir: str | os.PathLike) -> dict:
     """Load every kernel of an exported folder, keyed by its configuration."""
     out = Path(out_dir)
     manifest = json.loads((out / MANIFEST).read_text())
     loaded = {}
     for name, entry in manifest.items():
-        cfg = StreamingConfig(**entry["config"])
+        cfg = config_from_dict(entry.get("family", "streaming"), entry["config"])
         loaded[cfg] = load_exported(out / entry["file"], name)
     return loaded

@@ -133,9 +133,9 @@ def resource_usage(cubin: bytes, cuobjdump: str | None = None) -> list[ResourceU
 
 def audit_config(config, arch: str) -> list[ResourceUsage]:
     """Compile ``config`` for ``arch``, export it, and report the resources of its kernels."""
-    from .compile import compile_streaming
+    from .compile import compile_config
 
-    compiled = compile_streaming(config, arch)
+    compiled = compile_config(config, arch)
     with tempfile.TemporaryDirectory() as tmp:
         obj = Path(tmp) / "k.o"
         compiled.export_to_c(str(obj), function_name=config.name)

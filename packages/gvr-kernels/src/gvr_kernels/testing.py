@@ -190,7 +190,8 @@ class KernelProvider:
 
     def __init__(self, aot_dir: str | None = None):
         import torch
-        from gvr_reference.routing import spec_from_properties
+
+        from .spec import spec_from_properties
 
         self.torch = torch
         self.dev = torch.device("cuda")
@@ -205,12 +206,13 @@ class KernelProvider:
         self.dummy_i = torch.zeros(1, dtype=torch.int32, device=self.dev)
 
     def get(self, cfg):
+        """The compiled kernel of ``cfg`` (any registered family)."""
         if cfg not in self.cache:
             if self.aot:
                 raise KeyError(f"{cfg.name} is not in the export at {self.aot}")
-            from .compile import compile_streaming
+            from .compile import compile_config
 
-            self.cache[cfg] = compile_streaming(cfg)
+            self.cache[cfg] = compile_config(cfg)
         return self.cache[cfg]
 
     def launch(
@@ -229,35 +231,40 @@ class KernelProvider:
         n_env=None,
         route=None,
     ):
-        """Run the routed streaming kernel; returns ``(out, values|None, paths|None, route)``.
-        Outputs start poisoned (0x7FFFFFFF / 7.0 / -7) so unwritten slots are caught."""
-        from gvr_reference.routing import route_static
+        """Run the routed kernel; returns ``(out, values|None, paths|None, route)``.
+        Outputs start poisoned (0x7FFFFFFF / 7.0 / -7) so unwritten slots are caught.
+        ``route``: a :class:`gvr_kernels.routing.Route` to force (its configuration's call
+        mode and flags are replaced by the arguments)."""
+        from dataclasses import replace
 
-        from .config import StreamingConfig
+        from .abi import KernelArgs
+        from .routing import route_static
 
         torch = self.torch
         rows = logits.shape[0]
         if route is None:
             route = route_static(self.spec, rows=rows, n_env=n_env or logits.shape[1], k=k)
-        cfg = StreamingConfig(
-            mode=mode, with_values=values, deterministic=det, record_paths=paths, **route.config
+        cfg = replace(
+            route.config, mode=mode, with_values=values, deterministic=det, record_paths=paths
         )
         fn = self.get(cfg)
         out = torch.full((rows, k), 0x7FFFFFFF, dtype=torch.int32, device=self.dev)
         val = torch.full((rows, k) if values else (1, 1), 7.0, dtype=torch.float32, device=self.dev)
         pth = torch.full((rows if paths else 1,), -7, dtype=torch.int32, device=self.dev)
-        assert route.workspace_words <= self.workspace.numel()
-        fn(
-            logits,
-            self.dummy_i if a is None else a,
-            self.dummy_i if b is None else b,
-            out,
-            val,
-            self.workspace,
-            pth,
-            k,
-            next_n,
-            int(math.log2(cr)),
-            route.parts,
+        if route.workspace_words > self.workspace.numel():
+            raise ValueError(f"the route needs {route.workspace_words} workspace words")
+        args = KernelArgs(
+            logits=logits,
+            lens_a=self.dummy_i if a is None else a,
+            lens_b=self.dummy_i if b is None else b,
+            out=out,
+            values=val,
+            workspace=self.workspace,
+            paths=pth,
+            k=k,
+            next_n=next_n,
+            cr_shift=int(math.log2(cr)),
+            parts=route.parts,
         )
+        fn(*args)
         return out, (val if values else None), (pth if paths else None), route

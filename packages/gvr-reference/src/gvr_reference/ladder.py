@@ -6,7 +6,7 @@ function of the row length ``n``, the window misalignment ``lead`` and compile-t
 The same Python source runs in three places:
 
 - :mod:`gvr_reference.model` (the CPU model of the algorithm) with Python ints,
-- :mod:`gvr_reference.routing` (host-side routing and capacity checks) with Python ints,
+- ``gvr_kernels.routing`` (host-side routing and capacity checks) with Python ints,
 - the CuTe DSL kernels, which call :func:`row_plan` while tracing with ``Int32`` values and a
   device ``ops`` namespace (``gvr_kernels.ops``).
 

@@ -1,29 +1,125 @@
-"""Shared-memory control words and candidate sources of the streaming kernels.
+"""Shared-memory control words, named phase modes, and the records the phases take.
 
-Every kernel of the family allocates ``CTL_WORDS`` Int32 control words in shared memory; the
-pieces that cooperate through them (staging, radix narrowing, emission, the split-row meeting)
-agree on these indices.
+Every kernel of the GVR families keeps a few Int32 control words in shared memory; the phases
+that cooperate through them (staging, radix narrowing, emission, the split-row meeting) agree
+on the indices of :class:`Ctl`. The phases take their inputs as explicit records
+(:func:`shared_arrays`, :class:`Window`) and their variants as named modes (:class:`Source`,
+:class:`Rank`, :class:`Goal`, :class:`Action`), all compile-time Python values.
 """
 
 from __future__ import annotations
 
-# Control words in shared memory (Int32 view).
-_CNT = 0  # survivors staged by this CTA (counts past the capacity)
-_B = 1  # crossing bin of the last radix level
-_ABOVE = 2  # count above that bin
-_COUNT_B = 3  # count in that bin
-_GT = 4  # emission cursor for keys above the threshold
-_EQ = 5  # emission cursor for keys equal to the threshold
-_BCAST = 6  # block broadcast scratch
-_LAST = 7  # split: this CTA arrived last
-_TOTAL = 8  # split: survivors of the whole row
-_MAXKEY = 9  # largest staged key (atomic max through the Uint32 view)
+import collections
+import functools
+from typing import Any, NamedTuple
 
-# Candidate sources of a radix level.
-_SRC_SAMPLE = 0
-_SRC_STAGE = 1
-_SRC_ROW = 2
+__all__ = [
+    "Ctl",
+    "Source",
+    "Rank",
+    "Goal",
+    "Action",
+    "shared_arrays",
+    "Window",
+    "HistArgs",
+    "EmitArgs",
+]
 
-# Actions of the whole-row visitor.
-_ACT_HIST = 0
-_ACT_EMIT = 1
+
+class Ctl:
+    """Indices of the control words (Int32 view of the ``ctl`` array)."""
+
+    CNT = 0  # survivors staged by this CTA (counts past the capacity)
+    B = 1  # crossing bin of the last radix level
+    ABOVE = 2  # count above that bin
+    COUNT_B = 3  # count in that bin
+    GT = 4  # emission cursor for keys above the threshold
+    EQ = 5  # emission cursor for keys equal to the threshold
+    BCAST = 6  # block broadcast scratch
+    LAST = 7  # split: this CTA arrived last
+    TOTAL = 8  # split: survivors of the whole row
+    MAXKEY = 9  # largest staged key (atomic max through the Uint32 view)
+
+
+class Source:
+    """Candidate sources of a radix level."""
+
+    SAMPLE = 0  # the row sample (keys in shared memory)
+    STAGE = 1  # the staged survivors (bits and positions in shared memory)
+    ROW = 2  # the whole row, re-read from global memory
+
+
+class Rank:
+    """What a radix level ranks."""
+
+    BY_KEY = 0  # the order key of each candidate
+    BY_INDEX = 1  # ``KEY_MAX - index`` of the candidates whose key equals one key (ties)
+
+
+class Goal:
+    """What a radix narrowing stops at."""
+
+    RUNG = 0  # a threshold with ``target <= #(keys >= T) <= 2 * target`` (or a single key)
+    SELECT = 1  # the exact rule "keys above thr, plus need_eq keys equal to thr"
+
+
+class Action:
+    """What the whole-row visitor does with each score."""
+
+    HIST = 0  # count a radix level
+    EMIT = 1  # emit the selection
+
+
+@functools.cache
+def _arrays_type(names: tuple[str, ...]) -> type:
+    return collections.namedtuple("SharedArrays", names)
+
+
+def shared_arrays(**arrays: Any) -> tuple:
+    """The shared-memory arrays of a CTA, by name (``hist``, ``ctl``, ``sample``, ...), as a
+    family's ``shared_layout()`` declares them: a named tuple (one type per set of names),
+    which the DSL carries through dynamic control flow like any tuple of tensors. A phase
+    that reads an array the family does not allocate fails at trace time with an
+    ``AttributeError`` naming it."""
+    return _arrays_type(tuple(arrays))(**arrays)
+
+
+class Window(NamedTuple):
+    """A row's valid window as the phases address it.
+
+    Attributes:
+        base: pointer to the 16-byte-aligned element at or below the window start.
+        lead: window start modulo 4; lanes ``< lead`` of vector 0 lie before the window.
+        nvec: whole 16-byte vectors from ``base``.
+        tail_start: first window position not covered by a whole vector.
+        n: valid length.
+    """
+
+    base: Any
+    lead: Any
+    nvec: Any
+    tail_start: Any
+    n: Any
+
+
+class HistArgs(NamedTuple):
+    """Inputs of one radix level's count (the ``Action.HIST`` visitor)."""
+
+    rank: int
+    lo: Any
+    hi: Any
+    shift: Any
+    eq_key: Any
+
+
+class EmitArgs(NamedTuple):
+    """Inputs of the emission (the ``Action.EMIT`` visitor)."""
+
+    out: Any
+    values: Any
+    row: Any
+    k: Any
+    n_gt: Any
+    need_eq: Any
+    thr: Any
+    idx_max: Any

@@ -1,6 +1,5 @@
 """Row sampling: whole 16-byte vectors at positions that depend only on the row length.
 
-``SampleMixin`` is mixed into a kernel class that provides ``threads`` and ``sample_max``.
 The positions come from :func:`gvr_reference.ladder.row_plan` (``sample_vecs`` vectors at
 stride ``sample_step``), so every CTA of a split row samples exactly the same scores.
 """
@@ -14,30 +13,31 @@ from cutlass import Int32, Int64, Uint32
 from .keys import order_key
 from .memory import load_vec4
 
+__all__ = ["load_sample"]
 
-class SampleMixin:
-    """Loads a row's sample into shared memory as order keys."""
 
-    @cute.jit
-    def _load_sample(self, sample, base, lead: Int32, plan):
-        """Keys of the sampled vectors into shared memory; lanes before the window get key 0.
+@cute.jit
+def load_sample(
+    threads: cutlass.Constexpr, sample_max: cutlass.Constexpr, sample, base, lead: Int32, plan
+):
+    """Keys of the sampled vectors into shared ``sample``; lanes before the window get key 0.
 
-        Every thread issues all its sample loads before using any (addresses of missing
-        vectors are clamped to vector 0 and their data discarded).
-        """
-        tid, _, _ = cute.arch.thread_idx()
-        per_thread = self.sample_max // (4 * self.threads)
-        regs = []
-        for s in cutlass.range_constexpr(per_thread):
-            t = s * self.threads + tid
-            ok = t < plan.sample_vecs
-            v = cutlass.select_(ok, t * plan.sample_step, Int32(0))
-            regs.append(load_vec4(base + Int64(v) * Int64(4)))
-        for s in cutlass.range_constexpr(per_thread):
-            t = s * self.threads + tid
-            if t < plan.sample_vecs:
-                v = t * plan.sample_step
-                for q in cutlass.range_constexpr(4):
-                    key = order_key(regs[s][q])
-                    key = cutlass.select_(v * 4 + q >= lead, key, Uint32(0))
-                    sample[t * 4 + q] = key
+    Every thread issues all its sample loads before using any (addresses of missing vectors
+    are clamped to vector 0 and their data discarded).
+    """
+    tid, _, _ = cute.arch.thread_idx()
+    per_thread = sample_max // (4 * threads)
+    regs = []
+    for s in cutlass.range_constexpr(per_thread):
+        t = s * threads + tid
+        ok = t < plan.sample_vecs
+        v = cutlass.select_(ok, t * plan.sample_step, Int32(0))
+        regs.append(load_vec4(base + Int64(v) * Int64(4)))
+    for s in cutlass.range_constexpr(per_thread):
+        t = s * threads + tid
+        if t < plan.sample_vecs:
+            v = t * plan.sample_step
+            for q in cutlass.range_constexpr(4):
+                key = order_key(regs[s][q])
+                key = cutlass.select_(v * 4 + q >= lead, key, Uint32(0))
+                sample[t * 4 + q] = key

@@ -25,6 +25,10 @@ and restores the row's two counters to zero, so the next launch (or graph replay
 clean (the slab is scratch: only its first ``total`` entries, written in this launch, are
 read). No CTA ever waits for another, so no co-residency is assumed.
 
+The shared-memory arrays come from ``StreamingConfig.shared_layout`` (allocated by
+:func:`allocate_shared`); the phases (sampling, narrowing, emission, tile loading) are the free
+functions of ``gvr_kernels.device``.
+
 Supported: fp32 logits with unit inner stride, a row stride that is a multiple of 4 elements and
 a 16-byte-aligned base; any ``1 <= k <= config.max_k``; rows up to ``2**26`` scores.
 """
@@ -38,20 +42,30 @@ from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import Path
 
-from .config import CTL_WORDS, HIST_BINS, WS_HEADER_WORDS, StreamingConfig
-from .device import warp
-from .device.keys import KEY_MAX, NEG_FLT_MAX_BITS, order_key, stream_threshold, survives
-from .device.layout import _BCAST, _CNT, _LAST, _MAXKEY, _SRC_ROW, _SRC_SAMPLE, _SRC_STAGE, _TOTAL
-from .device.memory import load_coherent, load_scalar, load_vec4, prefetch_l2, store_u32
-from .device.ops import DEVICE_OPS
-from .device.sampling import SampleMixin
-from .device.select import RadixSelectMixin
+from ..device import shared, warp
+from ..device.keys import KEY_MAX, NEG_FLT_MAX_BITS, order_key, stream_threshold, survives
+from ..device.layout import Ctl, Goal, Rank, Source, Window
+from ..device.memory import load_coherent, load_scalar, prefetch_l2, store_u32
+from ..device.ops import DEVICE_OPS
+from ..device.sampling import load_sample
+from ..device.select import narrow, select_and_emit
+from ..device.tiles import load_tile
+from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, WS_HEADER_WORDS, StreamingConfig
+
+__all__ = ["StreamingTopK", "allocate_shared"]
 
 
-class StreamingTopK(SampleMixin, RadixSelectMixin):
+@cute.jit
+def allocate_shared(cfg: cutlass.Constexpr):
+    """The CTA's shared arrays (``cfg.shared_layout()``) and their allocator."""
+    return shared.allocate_shared(cfg.shared_layout(), SMEM_ALIGN)
+
+
+class StreamingTopK:
     """Exact top-K over rows of fp32 logits, streaming each row once (see module docstring).
 
-    Launch arguments (all CUDA tensors, torch tensors through TVM-FFI):
+    Launch arguments: the common kernel ABI (``gvr_kernels.abi.KernelArgs``), all CUDA tensors
+    (torch tensors through TVM-FFI) and int32 scalars:
 
     - ``logits``: fp32 ``(rows, width)``, strides ``(row_stride, 1)``, ``row_stride % 4 == 0``,
       16-byte-aligned base.
@@ -64,21 +78,12 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
       exit.
     - ``paths``: int32 ``(rows,)`` path codes when ``record_paths`` (else unused).
     - ``k``, ``next_n``, ``cr_shift`` (``log2(compress_ratio)``), ``parts`` (CTAs per row; 1
-      unless ``split``): int32 scalars.
+      unless ``split``).
     """
 
     def __init__(self, config: StreamingConfig):
         self.cfg = config
-        self.threads = config.threads
-        self.capacity = config.capacity
-        self.sample_max = config.sample_max
-        self.unroll = config.unroll
         self.params = config.ladder
-
-    @staticmethod
-    def can_implement(config: StreamingConfig, smem_per_block: int) -> bool:
-        """Whether the configuration fits a device with ``smem_per_block`` bytes per CTA."""
-        return config.smem_bytes <= smem_per_block
 
     # ------------------------------------------------------------------ host launcher
     @cute.jit
@@ -102,7 +107,7 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
             logits, lens_a, lens_b, out, values, workspace, paths, k, next_n, cr_shift, parts
         ).launch(
             grid=[rows * parts, 1, 1],
-            block=[self.threads, 1, 1],
+            block=[self.cfg.threads, 1, 1],
             smem=self.cfg.smem_bytes,
             stream=stream,
             # The register budget follows the intended residency; the carveout is pinned to
@@ -127,33 +132,26 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
         cr_shift: Int32,
         parts: Int32,
     ):
+        cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         bid, _, _ = cute.arch.block_idx()
         row = bid
         part = Int32(0)
-        if const_expr(self.cfg.split):
+        if const_expr(cfg.split):
             row = bid // parts
             part = bid - row * parts
 
-        smem = cutlass.memory.SmemAllocator()
-        hist = smem.allocate_tensor(Int32, cute.make_layout(HIST_BINS), byte_alignment=16)
-        ctl = smem.allocate_tensor(Int32, cute.make_layout(CTL_WORDS), byte_alignment=16)
-        sample = smem.allocate_tensor(Uint32, cute.make_layout(self.sample_max), byte_alignment=16)
-        stage_bits = smem.allocate_tensor(
-            Uint32, cute.make_layout(self.capacity), byte_alignment=16
-        )
-        stage_idx = smem.allocate_tensor(Int32, cute.make_layout(self.capacity), byte_alignment=16)
-        sh = (hist, ctl, sample, stage_bits, stage_idx)
+        sh, _ = allocate_shared(cfg)
 
         # ---- 1. the row window
         width = logits.shape[1]
         n = width
         start = Int32(0)
-        if const_expr(self.cfg.mode == "decode"):
+        if const_expr(cfg.mode == "decode"):
             req = row // next_n
             t = lens_a[req] - next_n + (row - req * next_n) + 1
             n = cutlass.min(cutlass.max(t, Int32(0)) >> cr_shift, width)
-        if const_expr(self.cfg.mode == "prefill"):
+        if const_expr(cfg.mode == "prefill"):
             s = cutlass.min(cutlass.max(lens_a[row], Int32(0)), width)
             e = cutlass.min(cutlass.max(lens_b[row], s), width)
             n = e - s
@@ -169,9 +167,9 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
                 self._record(paths, row, Int32(Path.SHORT))
         else:
             if tid < HIST_BINS:
-                hist[tid] = Int32(0)
+                sh.hist[tid] = Int32(0)
             if tid < CTL_WORDS:
-                ctl[tid] = Int32(0)
+                sh.ctl[tid] = Int32(0)
             cute.arch.barrier()
             self._long_row(sh, out, values, workspace, paths, base, lead, row, part, parts, n, k)
 
@@ -180,7 +178,7 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
     def _short_row(self, out, values, base, lead: Int32, row: Int32, n: Int32, k: Int32):
         """``n <= k``: identity, then ``-1`` (values: the scores, then ``-FLT_MAX``)."""
         tid, _, _ = cute.arch.thread_idx()
-        for j in cutlass.range(tid, k, self.threads):
+        for j in cutlass.range(tid, k, self.cfg.threads):
             inside = j < n
             out[row, j] = cutlass.select_(inside, j, Int32(-1))
             if const_expr(self.cfg.with_values):
@@ -191,16 +189,17 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
 
     @cute.jit
     def _long_row(self, sh, out, values, workspace, paths, base, lead, row, part, parts, n, k):
-        hist, ctl, sample, stage_bits, stage_idx = sh
+        cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         plan = row_plan(n, k, lead, self.params, DEVICE_OPS)
         nvec = plan.nvec
+        win = Window(base, lead, nvec, plan.tail_start, n)
 
         # This CTA's contiguous chunk of vectors; the last part owns the scalar tail.
         v_begin = Int32(0)
         v_end = nvec
         own_tail = Boolean(True)
-        if const_expr(self.cfg.split):
+        if const_expr(cfg.split):
             chunk = (nvec + parts - 1) // parts
             v_begin = cutlass.min(part * chunk, nvec)
             v_end = cutlass.min(v_begin + chunk, nvec)
@@ -209,61 +208,56 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
         # ---- 2-3. sample and first rung
         thr_key = Uint32(0)
         code = Int32(Path.UNSAMPLED)
+        n_sample = plan.sample_vecs * 4
         if not plan.unsampled:
             code = Int32(Path.FIRST)
-            self._load_sample(sample, base, lead, plan)
+            load_sample(cfg.threads, cfg.sample_max, sh.sample, base, lead, plan)
             cute.arch.barrier()
-            thr_key, _, _ = self._narrow(
+            thr_key, _, _ = narrow(
+                cfg,
                 sh,
-                _SRC_SAMPLE,
-                False,
-                True,
+                win,
+                Source.SAMPLE,
+                Rank.BY_KEY,
+                Goal.RUNG,
                 plan.j1,
                 Uint32(0),
                 Uint32(KEY_MAX),
                 Uint32(0),
-                plan.sample_vecs * 4,
-                base,
-                lead,
-                nvec,
-                plan.tail_start,
-                n,
+                n_sample,
             )
 
         # ---- 4. stream
         count = self._stream(sh, base, lead, v_begin, v_end, own_tail, plan.tail_start, n, thr_key)
 
         finish = Boolean(True)
-        if const_expr(self.cfg.split):
+        if const_expr(cfg.split):
             count, finish = self._split_meet(sh, workspace, row, parts, count, k)
 
         if finish:
             # ---- 6. fallbacks (single CTA per row: one retry rung)
-            if const_expr(not self.cfg.split):
+            if const_expr(not cfg.split):
                 if count < k and code == Int32(Path.FIRST):
-                    thr2, _, _ = self._narrow(
+                    thr2, _, _ = narrow(
+                        cfg,
                         sh,
-                        _SRC_SAMPLE,
-                        False,
-                        True,
+                        win,
+                        Source.SAMPLE,
+                        Rank.BY_KEY,
+                        Goal.RUNG,
                         plan.j2,
                         Uint32(0),
                         Uint32(KEY_MAX),
                         Uint32(0),
-                        plan.sample_vecs * 4,
-                        base,
-                        lead,
-                        nvec,
-                        plan.tail_start,
-                        n,
+                        n_sample,
                     )
                     if thr2 < thr_key:
                         thr_key = thr2
                         code = Int32(Path.RETRY)
                         cute.arch.barrier()
                         if tid == 0:
-                            ctl[_CNT] = Int32(0)
-                            ctl[_MAXKEY] = Int32(0)
+                            sh.ctl[Ctl.CNT] = Int32(0)
+                            sh.ctl[Ctl.MAXKEY] = Int32(0)
                         cute.arch.barrier()
                         count = self._stream(
                             sh,
@@ -279,42 +273,16 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
             if count < k:
                 code = Int32(Path.RESCUE_UNDERESTIMATE)
                 thr_key = Uint32(0)
-            if count > self.capacity:
+            if count > cfg.capacity:
                 code = Int32(Path.RESCUE_OVERFLOW)
             if code >= Int32(Path.RESCUE_UNDERESTIMATE):
-                self._select_and_emit(
-                    sh,
-                    _SRC_ROW,
-                    out,
-                    values,
-                    row,
-                    k,
-                    thr_key,
-                    Uint32(KEY_MAX),
-                    count,
-                    base,
-                    lead,
-                    nvec,
-                    plan.tail_start,
-                    n,
+                select_and_emit(
+                    cfg, sh, win, Source.ROW, out, values, row, k, thr_key, Uint32(KEY_MAX), count
                 )
             else:
-                max_key = Uint32(ctl[_MAXKEY])
-                self._select_and_emit(
-                    sh,
-                    _SRC_STAGE,
-                    out,
-                    values,
-                    row,
-                    k,
-                    thr_key,
-                    max_key,
-                    count,
-                    base,
-                    lead,
-                    nvec,
-                    plan.tail_start,
-                    n,
+                max_key = Uint32(sh.ctl[Ctl.MAXKEY])
+                select_and_emit(
+                    cfg, sh, win, Source.STAGE, out, values, row, k, thr_key, max_key, count
                 )
             self._record(paths, row, code)
 
@@ -333,27 +301,19 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
         Slots come from one shared atomic per warp per tile; a slot at or past the capacity is
         counted but not written, so overflow is detected without writing out of bounds.
         """
-        hist, ctl, sample, stage_bits, stage_idx = sh
+        cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         warp_id = tid // 32
         lane = cute.arch.lane_idx()
-        tile = self.threads * self.unroll
+        tile = cfg.threads * cfg.unroll
         raw_thr = stream_threshold(thr_key)
         # Lanes before the window start exist only in vector 0 (prefill rows, lead > 0).
         lane_ok = [Boolean(q >= lead) for q in range(4)]
         for tb in cutlass.range(v_begin, v_end, tile):
-            regs = []
-            oks = []
-            vs = []
-            for u in cutlass.range_constexpr(self.unroll):
-                v = tb + u * self.threads + tid
-                ok = v < v_end
-                regs.append(load_vec4(base + Int64(cutlass.select_(ok, v, v_begin)) * Int64(4)))
-                oks.append(ok)
-                vs.append(v)
-            if const_expr(self.cfg.prefetch):
-                for u in cutlass.range_constexpr(self.unroll):
-                    v = tb + tile + u * self.threads + tid
+            regs, oks, vs = load_tile(cfg.threads, cfg.unroll, base, tb, v_end, v_begin)
+            if const_expr(cfg.prefetch):
+                for u in cutlass.range_constexpr(cfg.unroll):
+                    v = tb + tile + u * cfg.threads + tid
                     if v < v_end:
                         prefetch_l2(base + Int64(v) * Int64(4))
             self._stage_tile(sh, regs, oks, vs, lead, lane_ok, raw_thr)
@@ -365,14 +325,14 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
                 sel = ok & survives(bits, raw_thr)
                 self._stage_selected(sh, [(bits, t, sel)])
         cute.arch.barrier()
-        return ctl[_CNT]
+        return sh.ctl[Ctl.CNT]
 
     @cute.jit
     def _stage_tile(self, sh, regs, oks, vs, lead: Int32, lane_ok, raw_thr: Uint32):
         """Test a tile's scores (the hot loop: a few integer operations per score), then stage
         the survivors."""
         elems = []
-        for u in cutlass.range_constexpr(self.unroll):
+        for u in cutlass.range_constexpr(self.cfg.unroll):
             first = vs[u] == 0
             for q in cutlass.range_constexpr(4):
                 valid = oks[u] & (lane_ok[q] | ~first)
@@ -387,7 +347,6 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
         Slots come from one shared atomic per warp; a slot at or past the capacity is counted
         but not written, so overflow is detected without writing out of bounds.
         """
-        hist, ctl, sample, stage_bits, stage_idx = sh
         lane = cute.arch.lane_idx()
         cnt = Int32(0)
         for _bits, _pos, sel in elems:
@@ -397,19 +356,19 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
             total = warp.broadcast(incl, Int32(31))
             slot0 = Int32(0)
             if lane == 31:
-                slot0 = cute.arch.atomic_add(ctl.iterator + _CNT, total)
+                slot0 = cute.arch.atomic_add(sh.ctl.iterator + Ctl.CNT, total)
             slot = warp.broadcast(slot0, Int32(31)) + incl - cnt
             top = Uint32(0)
             for i in cutlass.range_constexpr(len(elems)):
                 bits, pos, sel = elems[i]
                 if sel:
-                    if slot < self.capacity:
-                        stage_bits[slot] = bits
-                        stage_idx[slot] = pos
+                    if slot < self.cfg.capacity:
+                        sh.stage_bits[slot] = bits
+                        sh.stage_idx[slot] = pos
                     slot = slot + 1
                     top = cutlass.max(top, order_key(bits))
             if cnt > 0:
-                max_ptr = cute.recast_ptr(ctl.iterator + _MAXKEY, dtype=Uint32)
+                max_ptr = cute.recast_ptr(sh.ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
                 cute.arch.atomic_max(max_ptr, top)
 
     # ------------------------------------------------------------------ split rows
@@ -420,49 +379,50 @@ class StreamingTopK(SampleMixin, RadixSelectMixin):
         Returns ``(total, finish)``: the row's survivor count and whether this CTA finishes
         the row (its staging then holds the whole slab when ``total <= capacity``).
         """
-        hist, ctl, sample, stage_bits, stage_idx = sh
+        cfg = self.cfg
+        ctl = sh.ctl
         tid, _, _ = cute.arch.thread_idx()
-        words = self.cfg.workspace_words_per_row
+        words = cfg.workspace_words_per_row
         ws_row = workspace.iterator + Int64(row) * Int64(words)
         slab_bits = ws_row + WS_HEADER_WORDS
-        slab_idx = ws_row + (WS_HEADER_WORDS + self.capacity)
+        slab_idx = ws_row + (WS_HEADER_WORDS + cfg.capacity)
 
         if tid == 0:
-            ctl[_BCAST] = Int32(cute.arch.atomic_add(ws_row, Uint32(count)))
+            ctl[Ctl.BCAST] = Int32(cute.arch.atomic_add(ws_row, Uint32(count)))
         cute.arch.barrier()
-        slab_base = ctl[_BCAST]
-        kept = cutlass.min(count, Int32(self.capacity))
-        for i in cutlass.range(tid, kept, self.threads):
+        slab_base = ctl[Ctl.BCAST]
+        kept = cutlass.min(count, Int32(cfg.capacity))
+        for i in cutlass.range(tid, kept, cfg.threads):
             dst = slab_base + i
-            if dst < self.capacity:
-                cute.arch.store(slab_bits + dst, stage_bits[i])
-                cute.arch.store(slab_idx + dst, Uint32(stage_idx[i]))
+            if dst < cfg.capacity:
+                cute.arch.store(slab_bits + dst, sh.stage_bits[i])
+                cute.arch.store(slab_idx + dst, Uint32(sh.stage_idx[i]))
         # Every writer fences before the barrier, so the arrival below releases all of them.
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier()
         if tid == 0:
             arrived = cute.arch.atomic_add(ws_row + 1, Uint32(1), sem="acq_rel", scope="gpu")
             last = Int32(arrived) == parts - 1
-            ctl[_LAST] = cutlass.select_(last, Int32(1), Int32(0))
+            ctl[Ctl.LAST] = cutlass.select_(last, Int32(1), Int32(0))
             if last:
                 # Every other CTA has arrived: read the total and restore the zeros.
                 total = cute.arch.atomic_exch(ws_row, Uint32(0), sem="acq_rel", scope="gpu")
-                ctl[_TOTAL] = Int32(total)
+                ctl[Ctl.TOTAL] = Int32(total)
                 cute.arch.atomic_exch(ws_row + 1, Uint32(0), sem="relaxed", scope="gpu")
         cute.arch.barrier()
-        finish = ctl[_LAST] == 1
-        total = ctl[_TOTAL]
+        finish = ctl[Ctl.LAST] == 1
+        total = ctl[Ctl.TOTAL]
         if finish:
             cute.arch.fence_acq_rel_gpu()
-            if total <= self.capacity:
+            if total <= cfg.capacity:
                 top = Uint32(0)
-                for i in cutlass.range(tid, total, self.threads):
+                for i in cutlass.range(tid, total, cfg.threads):
                     bits = load_coherent(slab_bits + i)
-                    stage_bits[i] = bits
-                    stage_idx[i] = Int32(load_coherent(slab_idx + i))
+                    sh.stage_bits[i] = bits
+                    sh.stage_idx[i] = Int32(load_coherent(slab_idx + i))
                     top = cutlass.max(top, order_key(bits))
                 if tid < total:
-                    max_ptr = cute.recast_ptr(ctl.iterator + _MAXKEY, dtype=Uint32)
+                    max_ptr = cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
                     cute.arch.atomic_max(max_ptr, top)
             cute.arch.barrier()
         return total, finish

@@ -1,8 +1,13 @@
-"""Compile keys of the kernel families: frozen dataclasses with readable names.
+"""Compile key of the streaming family: a frozen dataclass with a readable name.
 
 Every field changes the generated code; everything a row can decide for itself (its length,
 its sample, its rungs) is *not* here but computed in-kernel from the row (see
-``gvr_reference.ladder``). How the tunable defaults were chosen: ``docs/kernels.md``.
+``gvr_reference.ladder``). The shared-memory layout and the split workspace are written here
+once (:meth:`StreamingConfig.shared_layout`, :attr:`StreamingConfig.workspace_words_per_row`):
+the kernel allocates from that layout, and the router and the dispatcher size launches from
+it. How the tunable defaults were chosen: ``docs/kernels.md``.
+
+This module imports no CuTe DSL, so routing and dispatch can use it cheaply.
 """
 
 from __future__ import annotations
@@ -11,13 +16,15 @@ from dataclasses import dataclass
 
 from gvr_reference.ladder import LadderParams
 
-__all__ = ["StreamingConfig", "MODES", "HIST_BINS", "CTL_WORDS", "WS_HEADER_WORDS"]
+__all__ = ["StreamingConfig", "MODES", "HIST_BINS", "CTL_WORDS", "WS_HEADER_WORDS", "SMEM_ALIGN"]
 
 MODES = ("decode", "prefill", "full")
 HIST_BINS = 256
 CTL_WORDS = 16
 #: Per-row words of the split workspace before the survivor slab: [count, arrivals, pad, pad].
 WS_HEADER_WORDS = 4
+#: Byte alignment of every shared-memory array (16-byte vector access).
+SMEM_ALIGN = 16
 
 
 @dataclass(frozen=True)
@@ -89,10 +96,28 @@ class StreamingConfig:
         """Largest K this configuration serves (an unsampled row must fit the staging)."""
         return min(2048, self.ladder.max_k())
 
+    #: The family this configuration belongs to (``gvr_kernels.registry``).
+    family = "streaming"
+
+    def shared_layout(self) -> tuple[tuple[str, str, int], ...]:
+        """The CTA's shared-memory arrays in allocation order: ``(name, dtype, count)`` with
+        dtype ``"i32"`` or ``"u32"``, each aligned to :data:`SMEM_ALIGN` bytes. The kernel
+        allocates exactly these (``gvr_kernels.streaming.kernel.allocate_shared``)."""
+        return (
+            ("hist", "i32", HIST_BINS),
+            ("ctl", "i32", CTL_WORDS),
+            ("sample", "u32", self.sample_max),
+            ("stage_bits", "u32", self.capacity),
+            ("stage_idx", "i32", self.capacity),
+        )
+
     @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory per CTA: histogram, control words, sample keys, staging."""
-        return 4 * (HIST_BINS + CTL_WORDS + self.sample_max) + 8 * self.capacity
+        """Dynamic shared memory per CTA (bytes): the arrays of :meth:`shared_layout`."""
+        total = 0
+        for _, _, count in self.shared_layout():
+            total = -(-total // SMEM_ALIGN) * SMEM_ALIGN + 4 * count
+        return total
 
     @property
     def resident_ctas(self) -> int:

@@ -1,0 +1,82 @@
+"""The kernel launch interface shared by every family: argument order, names and fake tensors.
+
+Every compiled GVR kernel takes the same arguments, in the order of :class:`KernelArgs`; a
+family ignores the ones it does not use (the dispatcher passes small per-device dummies for
+those). Call sites build a ``KernelArgs`` and call ``fn(*args)``; compilation builds the fake
+form with :func:`fake_kernel_args`. No call site spells the order itself.
+
+The stream is not an argument: kernels compile with the TVM-FFI environment stream, so the
+caller's current torch stream (a capturing one included) is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+__all__ = ["KernelArgs", "fake_kernel_args"]
+
+
+class KernelArgs(NamedTuple):
+    """Arguments of a compiled GVR kernel, in launch order.
+
+    Attributes:
+        logits: fp32 ``(rows, width)``, strides ``(row_stride, 1)``, ``row_stride % 4 == 0``,
+            16-byte-aligned base.
+        lens_a: int32; decode: ``kv_lens (rows // next_n,)``; prefill: ``row_starts (rows,)``;
+            full: unused.
+        lens_b: int32; prefill: ``row_ends (rows,)``; otherwise unused.
+        out: int32 ``(rows, k)``: window-local indices, ``-1`` padding.
+        values: fp32 ``(rows, k)`` when the configuration writes values (else unused).
+        workspace: uint32 words of zeroed workspace when the route needs one (else unused).
+        paths: int32 ``(rows,)`` per-row path codes when the configuration records them.
+        k: top-K size.
+        next_n: decode rows per request.
+        cr_shift: ``log2(compress_ratio)``.
+        parts: CTAs per row (1 unless the route splits rows).
+    """
+
+    logits: Any
+    lens_a: Any
+    lens_b: Any
+    out: Any
+    values: Any
+    workspace: Any
+    paths: Any
+    k: int
+    next_n: int
+    cr_shift: int
+    parts: int
+
+
+def fake_kernel_args() -> tuple:
+    """The fake tensors and scalars ``cute.compile`` traces a kernel with (symbolic extents,
+    row-major strides, 16-byte alignment where the kernels rely on it), then the TVM-FFI
+    environment stream. Needs the CuTe DSL, no GPU."""
+    import cutlass.cute as cute
+    from cutlass import Float32, Int32, Uint32
+
+    rows = cute.sym_int()
+    width = cute.sym_int()
+    row_stride = cute.sym_int64(divisibility=4)
+    kdim = cute.sym_int()
+    tensors = KernelArgs(
+        logits=cute.runtime.make_fake_tensor(
+            Float32, (rows, width), (row_stride, 1), assumed_align=16
+        ),
+        lens_a=cute.runtime.make_fake_compact_tensor(Int32, (cute.sym_int(),)),
+        lens_b=cute.runtime.make_fake_compact_tensor(Int32, (cute.sym_int(),)),
+        out=cute.runtime.make_fake_compact_tensor(Int32, (rows, kdim), stride_order=(1, 0)),
+        values=cute.runtime.make_fake_compact_tensor(
+            Float32, (cute.sym_int(), cute.sym_int()), stride_order=(1, 0)
+        ),
+        workspace=cute.runtime.make_fake_compact_tensor(
+            Uint32, (cute.sym_int(),), assumed_align=16
+        ),
+        paths=cute.runtime.make_fake_compact_tensor(Int32, (cute.sym_int(),)),
+        k=Int32(1),
+        next_n=Int32(1),
+        cr_shift=Int32(0),
+        parts=Int32(1),
+    )
+    stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
+    return (*tensors, stream)

@@ -1,0 +1,38 @@
+"""Allocation of a CTA's shared memory from a family's declared layout."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32, Uint32
+
+from .layout import shared_arrays
+
+__all__ = ["allocate_shared", "shared_usage"]
+
+_DTYPES = {"i32": Int32, "u32": Uint32}
+
+
+@cute.jit
+def allocate_shared(layout: cutlass.Constexpr, align: cutlass.Constexpr):
+    """Allocate the arrays of ``layout`` (``(name, dtype, count)`` triples, dtype ``"i32"`` or
+    ``"u32"``), in order, each aligned to ``align`` bytes.
+
+    Returns:
+        ``(arrays, allocator)``: the arrays (:func:`~.layout.shared_arrays`) and the
+        allocator, whose total usage the layout's byte count must equal
+        (:func:`shared_usage`).
+    """
+    smem = cutlass.memory.SmemAllocator()
+    # A comprehension, not a loop statement: the DSL turns loop statements into staged loops.
+    arrays = {
+        name: smem.allocate_tensor(_DTYPES[dtype], cute.make_layout(count), byte_alignment=align)
+        for name, dtype, count in layout
+    }
+    return shared_arrays(**arrays), smem
+
+
+@cute.jit
+def shared_usage(allocator) -> Int32:
+    """Bytes of shared memory the allocator handed out (a compile-time constant)."""
+    return allocator.calculate_total_usage()

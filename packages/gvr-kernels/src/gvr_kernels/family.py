@@ -1,0 +1,45 @@
+"""What a kernel family declares to the registry (``gvr_kernels.registry``)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .abi import fake_kernel_args
+
+__all__ = ["Family"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A kernel family's registry entry.
+
+    Attributes:
+        name: the family name (``config.family`` of its configurations).
+        config_type: its compile key, a frozen dataclass with a readable ``name``; importing
+            its module must not import the CuTe DSL.
+        kernel: ``"module:Class"`` of the kernel class (a class built from a config, with a
+            ``@cute.jit __call__`` taking :class:`~gvr_kernels.abi.KernelArgs` and the stream);
+            imported only to compile.
+        can_implement: ``can_implement(config, spec) -> bool``: whether the configuration fits
+            a device (:class:`~gvr_kernels.spec.DeviceSpec`).
+        fake_args: ``fake_args(config) -> tuple``: the arguments ``cute.compile`` traces the
+            kernel with (default: the common ABI's :func:`~gvr_kernels.abi.fake_kernel_args`).
+    """
+
+    name: str
+    config_type: type
+    kernel: str
+    can_implement: Callable
+    fake_args: Callable = field(default=lambda config: fake_kernel_args())
+
+    @property
+    def kernel_module(self) -> str:
+        """Import name of the module holding the kernel class."""
+        return self.kernel.split(":")[0]
+
+    def kernel_class(self) -> type:
+        """Import and return the kernel class (imports the CuTe DSL)."""
+        module, attr = self.kernel.split(":")
+        return getattr(importlib.import_module(module), attr)

@@ -1,0 +1,226 @@
+"""Routing: which kernel family, configuration and grid serve a launch, as pure functions.
+
+Two time scales, as the decode loop under CUDA graphs needs them:
+
+- :func:`route_static` decides what may be frozen when a graph is captured: the family, its
+  typed compile configuration, the grid (CTAs per row), the workspace. It depends only on the
+  device (:class:`~gvr_kernels.spec.DeviceSpec`) and capture-stable quantities: row count, the
+  length envelope ``n_env`` (the longest row a launch may see), K and the call mode.
+- :func:`route_dynamic` is what each row recomputes in-kernel from its own length: the ladder
+  (:func:`gvr_reference.ladder.row_plan`). It is exposed for analysis and tests.
+
+Nothing here hard-codes a device: SM count, shared memory per block and L2 come from the
+``DeviceSpec``. Shared-memory and workspace sizes come from the chosen configuration itself
+(``StreamingConfig.smem_bytes``, ``workspace_words_per_row``), written once there.
+
+The tuning constants below were measured on an H200 (``tools/device_streaming.py --tune``; the
+table is in ``benchmarks/results/h200/tune.log``):
+
+- one 1024-thread CTA per row beats a split row up to ``n_env`` = 16384 at every batch, and
+  a split row wins from 65536 on while ``rows * parts`` fits the SMs;
+- past about 16 CTAs per row the split gains little; 8192 scores per CTA is on the plateau;
+- 512-thread CTAs (two per SM) win for rows of 4096 at any batch and once ``rows > SMs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from gvr_reference.ladder import MAX_ROW_LENGTH, RowPlan, row_plan
+
+from .spec import DeviceSpec
+from .streaming.config import MODES, StreamingConfig
+
+__all__ = [
+    "Route",
+    "route_static",
+    "route_dynamic",
+    "routed_configs",
+    "max_workspace_words",
+    "SPLIT_MIN_N",
+    "MIN_PART_ELEMS",
+    "MAX_K",
+    "SMALL_ROW_N",
+]
+
+#: Rows at least this long may be cut across several CTAs when rows are few.
+SPLIT_MIN_N = 32768
+#: A split row gives each CTA at least this many scores.
+MIN_PART_ELEMS = 8192
+#: Envelopes at most this long run on 512-thread CTAs (two per SM) at any batch.
+SMALL_ROW_N = 4096
+#: Largest K the kernels serve.
+MAX_K = 2048
+
+#: The streaming cores the policy picks from (call-mode fields left at their defaults).
+_SPLIT = StreamingConfig(
+    threads=1024, capacity=16384, split=True, unroll=4, aim_mult=3, sample_max=8192
+)
+_SINGLE_1024 = StreamingConfig(
+    threads=1024, capacity=16384, split=False, unroll=4, aim_mult=2, sample_max=8192
+)
+_SINGLE_512 = StreamingConfig(
+    threads=512, capacity=8192, split=False, unroll=4, aim_mult=2, sample_max=8192
+)
+
+
+@dataclass(frozen=True)
+class Route:
+    """The capture-stable half of a route: everything a launch freezes.
+
+    Attributes:
+        config: the typed compile configuration (its ``family`` names the kernel family).
+        parts: CTAs per row (``> 1`` only for split configurations).
+        grid: CTAs in the launch (``rows * parts``).
+        workspace_words: uint32 words of zeroed workspace the launch needs (0: none).
+        n_env: the envelope this route was made for.
+    """
+
+    config: StreamingConfig
+    parts: int
+    grid: int
+    workspace_words: int
+    n_env: int
+
+    @property
+    def family(self) -> str:
+        """The kernel family of the configuration."""
+        return self.config.family
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory per CTA (from the configuration)."""
+        return self.config.smem_bytes
+
+    @property
+    def ladder(self):
+        """The ladder parameters of the configuration."""
+        return self.config.ladder
+
+
+def route_static(
+    spec: DeviceSpec,
+    *,
+    rows: int,
+    n_env: int,
+    k: int,
+    mode: str = "decode",
+    with_values: bool = False,
+    deterministic: bool = False,
+) -> Route:
+    """Choose the configuration and grid for a launch.
+
+    Args:
+        spec: the device.
+        rows: rows in the launch (``>= 1``).
+        n_env: longest row length the launch may see, in scores (compressed units);
+            ``1 <= n_env < 2**26``.
+        k: top-K size, ``1 <= k <= 2048``.
+        mode: the kernels' window source: ``"decode"``, ``"prefill"`` or ``"full"``.
+        with_values: the kernel also writes the selected values.
+        deterministic: the K-th value's tie class yields its smallest indices.
+
+    Returns:
+        The :class:`Route`. It is a pure function of its arguments, so a launch key made from
+        them is stable under CUDA-graph capture.
+
+    Raises:
+        ValueError: an argument is out of range (naming it), or the device's shared memory is
+            too small for ``k``.
+    """
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, got {rows}")
+    if not 1 <= n_env < MAX_ROW_LENGTH:
+        raise ValueError(f"n_env must be in [1, {MAX_ROW_LENGTH}), got {n_env}")
+    if not 1 <= k <= MAX_K:
+        raise ValueError(f"k must be in [1, {MAX_K}], got {k}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    s = spec.sm_count
+    parts = 1
+    if rows <= s // 2 and n_env >= SPLIT_MIN_N:
+        parts = max(1, min(s // rows, -(-n_env // MIN_PART_ELEMS)))
+    if parts > 1:
+        core = _SPLIT
+    elif rows <= s and n_env > SMALL_ROW_N:
+        core = _SINGLE_1024
+    else:
+        core = _SINGLE_512
+    # Smaller parts (consumer GPUs): halve the staging until it fits.
+    while core.smem_bytes > spec.smem_per_block and core.capacity > 4 * k * core.aim_mult:
+        core = replace(core, capacity=core.capacity // 2)
+    if core.smem_bytes > spec.smem_per_block:
+        raise ValueError(
+            f"k={k} needs more shared memory per block than {spec.name} offers "
+            f"({spec.smem_per_block} bytes)"
+        )
+    config = replace(core, mode=mode, with_values=with_values, deterministic=deterministic)
+    return Route(
+        config=config,
+        parts=parts,
+        grid=rows * parts,
+        workspace_words=rows * config.workspace_words_per_row if parts > 1 else 0,
+        n_env=n_env,
+    )
+
+
+def route_dynamic(route: Route, n: int, k: int, lead: int = 0) -> RowPlan:
+    """The per-row half: what a row of length ``n`` decides in-kernel.
+
+    Args:
+        route: the static route of the launch.
+        n: the row's valid length (clamped by the kernel to the physical width).
+        k: top-K size.
+        lead: window start modulo 4 (prefill rows).
+
+    Returns:
+        The row's :class:`gvr_reference.ladder.RowPlan`.
+    """
+    return row_plan(n, k, lead, route.ladder)
+
+
+def routed_configs(spec: DeviceSpec) -> Iterator[StreamingConfig]:
+    """Every distinct configuration :func:`route_static` produces for ``spec``, over the shapes
+    at both sides of every routing boundary, in every call mode with and without values and
+    deterministic ties."""
+    s = spec.sm_count
+    seen: dict[StreamingConfig, None] = {}
+    for rows in sorted({1, 2, s // 2, s // 2 + 1, s, s + 1, 4 * s}):
+        for n_env in (SMALL_ROW_N, SMALL_ROW_N + 1, SPLIT_MIN_N - 1, SPLIT_MIN_N, 262144):
+            for k in (512, MAX_K):
+                for mode in MODES:
+                    for with_values in (False, True):
+                        for det in (False, True):
+                            try:
+                                r = route_static(
+                                    spec,
+                                    rows=rows,
+                                    n_env=n_env,
+                                    k=k,
+                                    mode=mode,
+                                    with_values=with_values,
+                                    deterministic=det,
+                                )
+                            except ValueError:  # K too large for this part's shared memory
+                                continue
+                            seen.setdefault(r.config, None)
+    yield from seen
+
+
+def max_workspace_words(spec: DeviceSpec) -> int:
+    """uint32 words of split workspace the largest launch on ``spec`` can need.
+
+    Split launches have at most ``sm_count // 2`` rows and their workspace grows with the rows
+    (and, on parts with little shared memory, with K), so the largest is the route of that many
+    rows at the longest envelope and the largest K.
+    """
+    rows = max(1, spec.sm_count // 2)
+    longest = MAX_ROW_LENGTH - 1
+    words = 0
+    for k in (1, MAX_K):
+        try:
+            words = max(words, route_static(spec, rows=rows, n_env=longest, k=k).workspace_words)
+        except ValueError:  # K that does not fit this part's shared memory
+            continue
+    return words

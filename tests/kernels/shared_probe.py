@@ -1,0 +1,59 @@
+"""Probe for ``test_compile``: compile a kernel that runs a family's shared-memory allocation
+and stores the allocator's total (a compile-time constant, times 7919) to global memory, then
+read that constant back from the kept PTX. Run as a script (the DSL needs a source file):
+
+    CUTE_DSL_ARCH=sm_90a CUTE_DSL_KEEP=ptx python shared_probe.py '[{config fields}, ...]'
+
+prints ``{config name: [stored constants]}`` as JSON.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import sys
+
+import cutlass.cute as cute
+from cutlass import Int32
+from gvr_kernels.device.shared import shared_usage
+from gvr_kernels.streaming import StreamingConfig
+from gvr_kernels.streaming.kernel import allocate_shared
+
+MARK = 7919
+_STORE = re.compile(r"st\.global\.b32\s+\[[^\]]+\],\s*(\d+);")
+
+
+class Probe:
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    @cute.jit
+    def __call__(self, x: cute.Tensor, stream):
+        self.kernel(x).launch(
+            grid=[1, 1, 1], block=[32, 1, 1], smem=self.cfg.smem_bytes, stream=stream
+        )
+
+    @cute.kernel
+    def kernel(self, x: cute.Tensor):
+        _, allocator = allocate_shared(self.cfg)
+        x[0] = shared_usage(allocator) * Int32(MARK)
+
+
+def main() -> None:
+    found = {}
+    for fields in json.loads(sys.argv[1]):
+        cfg = StreamingConfig(**fields)
+        for f in glob.glob("*.ptx"):
+            os.remove(f)
+        x = cute.runtime.make_fake_compact_tensor(Int32, (cute.sym_int(),))
+        stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
+        cute.compile(Probe(cfg), x, stream, options="--enable-tvm-ffi")
+        (ptx,) = glob.glob("*.ptx")
+        found[cfg.name] = [int(v) for v in _STORE.findall(open(ptx).read())]
+    print(json.dumps(found))
+
+
+if __name__ == "__main__":
+    main()

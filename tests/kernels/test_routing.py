@@ -1,0 +1,104 @@
+"""The routing policy of gvr-kernels: pure functions of the device spec and capture-stable
+shape facts; the route's shared-memory and workspace figures come from its configuration."""
+
+from __future__ import annotations
+
+import pytest
+from gvr_kernels.routing import (
+    MIN_PART_ELEMS,
+    SPLIT_MIN_N,
+    max_workspace_words,
+    route_dynamic,
+    route_static,
+    routed_configs,
+)
+from gvr_kernels.spec import B200, H200, DeviceSpec
+from gvr_kernels.streaming import StreamingConfig
+from gvr_reference.ladder import row_plan
+
+
+def test_route_static_policy():
+    s = H200.sm_count
+    r = route_static(H200, rows=1, n_env=262144, k=2048)
+    assert r.parts == min(s, 262144 // MIN_PART_ELEMS) and r.config.split
+    assert route_static(H200, rows=1, n_env=4096, k=512).config.threads == 512
+    assert r.grid == r.parts and r.workspace_words == 4 + 2 * r.config.capacity
+    assert route_static(H200, rows=1, n_env=SPLIT_MIN_N - 1, k=512).parts == 1
+    assert route_static(H200, rows=s // 2 + 1, n_env=262144, k=512).parts == 1
+    assert route_static(H200, rows=s, n_env=262144, k=512).config.threads == 1024
+    assert route_static(H200, rows=s + 1, n_env=262144, k=512).config.threads == 512
+    for rows in (1, 2, 7, 33, 66):
+        rt = route_static(H200, rows=rows, n_env=1 << 20, k=1024)
+        assert rt.parts * rows <= s
+    assert route_static(H200, rows=3, n_env=99999, k=7) == route_static(
+        H200, rows=3, n_env=99999, k=7
+    )
+
+
+def test_route_static_follows_the_device():
+    small = DeviceSpec("small", "sm_90a", 40, 232448, 233472)
+    assert route_static(small, rows=10, n_env=262144, k=512).parts == 4
+    assert route_static(small, rows=41, n_env=262144, k=512).config.threads == 512
+    tiny_smem = DeviceSpec("tiny", "sm_90a", 40, 101376, 102400)
+    r = route_static(tiny_smem, rows=100, n_env=262144, k=512)
+    assert r.smem_bytes <= tiny_smem.smem_per_block
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(rows=0, n_env=10, k=1), "rows"),
+        (dict(rows=1, n_env=0, k=1), "n_env"),
+        (dict(rows=1, n_env=1 << 26, k=1), "n_env"),
+        (dict(rows=1, n_env=10, k=0), "k"),
+        (dict(rows=1, n_env=10, k=2049), "k"),
+        (dict(rows=1, n_env=10, k=1, mode="sideways"), "mode"),
+    ],
+)
+def test_route_static_rejects_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        route_static(H200, **kwargs)
+
+
+def test_route_dynamic_is_the_ladder():
+    r = route_static(H200, rows=4, n_env=262144, k=1024)
+    assert route_dynamic(r, 123457, 1024, lead=2) == row_plan(123457, 1024, 2, r.ladder)
+
+
+@pytest.mark.parametrize("mode", ["decode", "prefill", "full"])
+@pytest.mark.parametrize("rows", [1, 3, 66, 67, 132, 133, 600])
+@pytest.mark.parametrize("n_env", [100, 4096, 4097, 32767, 32768, 262144])
+def test_route_figures_come_from_the_config(mode, rows, n_env):
+    r = route_static(
+        H200, rows=rows, n_env=n_env, k=512, mode=mode, with_values=True, deterministic=True
+    )
+    c = r.config
+    assert isinstance(c, StreamingConfig) and r.family == c.family == "streaming"
+    assert (c.mode, c.with_values, c.deterministic) == (mode, True, True)
+    assert r.smem_bytes == c.smem_bytes
+    assert r.grid == rows * r.parts
+    assert r.workspace_words == (rows * c.workspace_words_per_row if r.parts > 1 else 0)
+    assert (r.parts > 1) == c.split
+
+
+def test_smem_bytes_is_the_layout():
+    c = StreamingConfig(threads=512, capacity=8192, sample_max=4096)
+    names = [name for name, _, _ in c.shared_layout()]
+    assert names == ["hist", "ctl", "sample", "stage_bits", "stage_idx"]
+    assert c.smem_bytes == 4 * (256 + 16 + 4096) + 8 * 8192
+
+
+def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
+    cfgs = list(routed_configs(H200))
+    assert len(cfgs) == len(set(cfgs)) == 3 * 3 * 4  # three cores x modes x values x ties
+    assert {c.threads for c in cfgs} == {512, 1024}
+    assert any(c.split for c in cfgs) and any(not c.split for c in cfgs)
+    assert {c.name for c in routed_configs(B200)} == {c.name for c in cfgs}
+
+
+def test_max_workspace_words_covers_every_split_route():
+    words = max_workspace_words(H200)
+    for rows in (1, 2, 33, H200.sm_count // 2):
+        for k in (1, 512, 2048):
+            assert route_static(H200, rows=rows, n_env=1 << 22, k=k).workspace_words <= words
+    assert max_workspace_words(DeviceSpec("one SM", "sm_90a", 1, 232448, 233472)) == 0
