@@ -1,21 +1,46 @@
-"""Side-by-side top-K benchmarks on one GPU: GVR, torch.topk, and FlashInfer where installed.
+"""Side-by-side top-K benchmarks on one GPU: GVR, upstream GVR V2 (FlashInfer ``gvr_2``) and
+torch.topk, plus the raw GVR kernel and ``flashinfer.top_k`` on request.
 
     python benchmarks/bench_topk.py --sets decode-grid,graph,mtp,prefill,real,adversarial,host \
         --out benchmarks/results/h200
 
-Every provider runs on the same tensors. Each result is checked exact (order keys against an
-integer ``torch.topk`` of the keys, see ``gvr_kernels.testing.check_windows``) before it is
-timed; an inexact provider is reported as such and not timed, and the script exits with
-status 1 if a provider that claims exactness returned an inexact row. Timings: cold L2 (a
-buffer twice the L2 size is rewritten before every repetition), CUDA events around the call,
-median / p10 / p90 of ``--reps`` repetitions; the ``graph`` set times CUDA-graph replays.
+Every provider runs on the same tensors (the same logits, with the same row stride). Each
+result is checked exact (order keys against an integer ``torch.topk`` of the keys, see
+``gvr_kernels.testing.check_windows``) before it is timed; an inexact result is recorded as
+such (``exact: false``, with the number of inexact rows) and not timed. The script exits with
+status 1 if a provider that claims exactness (gvr, gvr-raw, torch) returned an inexact row;
+the inexact cells of the other providers are listed per input family in the JSON
+(``inexact_by_family``) and do not change the exit status. Where a provider's contract does
+not cover a cell, the cell gets a record with ``exact: null`` and a ``not applicable: ...``
+note, so nothing is skipped silently.
 
-Providers:
-  gvr       the public API (``gvr_dispatch.topk_decode`` / ``topk_prefill`` / ``topk``)
-  gvr-raw   the compiled kernel called directly with the routed launch (no validation)
-  torch     ``torch.topk(sorted=False)`` on rows masked to ``-inf`` past their length, indices
-            past the length replaced by ``-1`` (the masking is not timed)
+Timings: cold L2 (a buffer twice the L2 size is rewritten before every repetition), CUDA
+events around the call, median / p10 / p90 of ``--reps`` repetitions; the ``graph`` set times
+CUDA-graph replays (one eager call on the capturing stream, then the capture). Before the
+first cell a few seconds' worth of bf16 matmuls raise the GPU clocks (``--warmup-s``); the
+clocks nvidia-smi reports before and after that warm-up and at the end are kept in
+``metadata.clocks``. The clocks are read, never set.
+
+Providers (``--providers``, default ``gvr,gvr2,torch``):
+  gvr        the public API (``gvr_dispatch.topk_decode`` / ``topk_prefill`` / ``topk``)
+  gvr-raw    the compiled kernel called directly with the routed launch (no validation)
+  gvr2       FlashInfer's GVR V2 port, hint-free:
+             ``top_k_varlen(logits, seq_lens, k, backend="gvr_2", skip_check=True,
+             out_indices=out)`` with ``seq_lens`` the rows' valid lengths (int32). It runs on
+             decode rows with next_n = 1 and compress_ratio = 1, K in {512, 1024, 2048},
+             fp32 logits with a unit inner stride, a row pitch that is a multiple of 4 and
+             a 16-byte aligned base; other cells are recorded as not applicable.
+             ``skip_check=True`` is FlashInfer's own keyword: it bypasses the library's
+             compute-capability gate (gvr_2 is gated to sm_100 and later) and its gvr_2
+             problem-size check, whose conditions are checked here instead; the run
+             metadata says so.
+  torch      ``torch.topk(sorted=False)`` on rows masked to ``-inf`` past their length, indices
+             past the length replaced by ``-1`` (the masking is not timed)
   flashinfer ``flashinfer.top_k`` on full rows (only where importable)
+
+gvr2 on the GPU machine: stage FlashInfer's ``top_k_varlen`` with the CuTe DSL from the
+project root, ``bash ../shared/device/stage.sh jit --gvr2``, carry ``.device`` and start the
+command with ``source .device/setup.sh``. Without it, gvr2's records say "not importable".
 """
 
 from __future__ import annotations
@@ -30,12 +55,21 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 
 import torch
 
 SETS = ("decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "host")
+PROVIDERS = ("gvr", "gvr-raw", "gvr2", "torch", "flashinfer")
+DEFAULT_PROVIDERS = "gvr,gvr2,torch"
+# Providers that promise an exact top-K: one inexact row of theirs fails the run (exit 1).
+CLAIMS_EXACT = ("gvr", "gvr-raw", "torch")
+# The two GVR entry points compared against gvr_2 (``ratio_vs_gvr2`` = their time / gvr_2's).
+GVR_PROVIDERS = ("gvr", "gvr-raw")
+GVR2_K = (512, 1024, 2048)
+GRID_SETS = ("decode-grid", "graph")
 GRID_K = (512, 1024, 2048)
 GRID_N = (4096, 16384, 65536, 131072, 262144)
 GRID_B = (1, 8, 32, 128, 512)
@@ -93,6 +127,7 @@ class Record:
     p90_us: float | None = None
     gbps: float | None = None
     speedup_vs_torch: float | None = None
+    ratio_vs_gvr2: float | None = None  # this provider's time / gvr_2's (gvr, gvr-raw only)
     note: str = ""
 
 
@@ -204,19 +239,132 @@ def torch_call(case: Case, out: torch.Tensor):
 
 
 def flashinfer_call(case: Case, out: torch.Tensor):
-    import flashinfer  # noqa: F401  (optional)
+    from flashinfer import top_k  # optional; ImportError when absent or trimmed away
 
     if case.mode != "dense" and not bool((case.lengths == case.logits.shape[1]).all()):
-        return None
+        return "rows shorter than the logits width (flashinfer.top_k ranks whole rows)"
     x = case.logits.contiguous()
 
     def run():
-        return flashinfer.top_k(x, case.k)
+        return top_k(x, case.k)
 
     def finish(res):
         out.copy_(res[1].to(torch.int32))
 
     return run, finish
+
+
+def gvr2_layout_problem(logits: torch.Tensor) -> str | None:
+    """Why gvr_2 cannot address ``logits`` in place, or None.
+
+    gvr_2 loads rows as float4 vectors: it needs a unit inner stride, a row pitch (the row
+    stride, or the width for a single row) that is a multiple of 4 and not below the width,
+    and a 16-byte aligned base. A padded allocation viewed as ``[:, :width]`` qualifies
+    (its pitch is the allocation's width); the benchmark never copies rows to make a case
+    fit, since gvr_2 would then read other memory than the other providers."""
+    if logits.dim() != 2:
+        return f"logits of {logits.dim()} dimensions"
+    if logits.dtype != torch.float32:
+        return f"{str(logits.dtype).removeprefix('torch.')} logits (gvr_2 takes fp32)"
+    rows, width = logits.shape
+    if logits.stride(1) != 1:
+        return f"inner stride {logits.stride(1)} (gvr_2 needs unit-stride rows)"
+    pitch = logits.stride(0) if rows > 1 else width
+    if rows > 1 and pitch < width:
+        return f"overlapping rows (row stride {pitch} < width {width})"
+    if pitch % 4:
+        return f"row pitch {pitch} not a multiple of 4 (gvr_2 loads float4 vectors)"
+    if logits.data_ptr() % 16:
+        return "logits base not 16-byte aligned"
+    return None
+
+
+def gvr2_not_applicable(case: Case) -> str | None:
+    """Why the benchmark does not run gvr_2 on ``case``, or None where it does.
+
+    The benchmark runs gvr_2 where its contract and this benchmark's cases meet: decode rows
+    that start at column 0 with one valid length per row (next_n = 1, compress_ratio = 1, so
+    ``seq_lens`` is the valid length itself), or dense rows (``seq_lens`` = width)."""
+    if case.mode == "prefill":
+        return "prefill windows (gvr_2 takes decode rows: one length per row, from column 0)"
+    if case.mode == "decode" and (case.next_n != 1 or case.cr != 1):
+        return (
+            f"next_n = {case.next_n}, compress_ratio = {case.cr} (gvr_2 is run on "
+            "next_n = 1, compress_ratio = 1 rows here)"
+        )
+    if case.k not in GVR2_K:
+        return f"K = {case.k} (gvr_2 takes K in {{512, 1024, 2048}})"
+    if case.rows and bool((case.starts != 0).any()):
+        return "windows that do not start at column 0"
+    return gvr2_layout_problem(case.logits)
+
+
+def gvr2_seq_lens(case: Case) -> torch.Tensor:
+    """gvr_2's ``seq_lens``: one int32 per row, the row's valid length (next_n = 1 and
+    compress_ratio = 1, so FlashInfer's ``(seq_len - next_n + t + 1) // compress_ratio``
+    is the length itself); the logits width for dense rows."""
+    if case.mode == "dense":
+        return torch.full(
+            (case.rows,), case.logits.shape[1], dtype=torch.int32, device=case.logits.device
+        )
+    return case.lengths.to(torch.int32).contiguous()
+
+
+def gvr2_call(case: Case, out: torch.Tensor):
+    """FlashInfer's gvr_2, hint-free, writing into ``out`` (contiguous int32 [rows, k], as
+    ``out_indices`` requires). ``skip_check=True``: see the module docstring."""
+    from flashinfer.topk_varlen.topk_varlen import top_k_varlen
+
+    why = gvr2_not_applicable(case)
+    if why is not None:
+        return why
+    seq_lens = gvr2_seq_lens(case)
+    logits, k = case.logits, case.k
+
+    def run():
+        return top_k_varlen(logits, seq_lens, k, backend="gvr_2", skip_check=True, out_indices=out)
+
+    return run, None
+
+
+def flashinfer_version() -> str | None:
+    """FlashInfer's version where it imports (the staged trimmed package has no top-level
+    ``__init__``, so ``flashinfer.__version__`` may be absent)."""
+    try:
+        import flashinfer
+    except ImportError:
+        return None
+    version = getattr(flashinfer, "__version__", None)
+    if version is None:
+        try:
+            from flashinfer.version import __version__ as version
+        except ImportError:
+            version = None
+    if version is None:
+        try:
+            from importlib.metadata import version as dist_version
+
+            version = dist_version("flashinfer-python")
+        except Exception:
+            version = None
+    return version
+
+
+def make_call(name: str, case: Case, out: torch.Tensor):
+    """``(fn, finish)`` for a provider, or a string saying why it does not apply to ``case``.
+    ``fn()`` is what gets timed; ``finish(fn())`` (untimed, may be None) moves the result
+    into ``out``. Raises ImportError when the provider's package is missing."""
+    if name == "gvr":
+        return gvr_call(case, out), None
+    if name == "gvr-raw":
+        return gvr_raw_call(case, out), None
+    if name == "torch":
+        return torch_call(case, out)
+    if name == "gvr2":
+        return gvr2_call(case, out)
+    if name == "flashinfer":
+        return flashinfer_call(case, out)
+    raise ValueError(f"unknown provider {name!r}")
 
 
 # ----------------------------------------------------------------------------- timing
@@ -226,6 +374,7 @@ class Timer:
         l2 = getattr(props, "L2_cache_size", 64 << 20)
         self.flush = torch.empty(max(2 * l2, 256 << 20), dtype=torch.uint8, device="cuda")
         self.reps = reps
+        self.capture_stream = None
 
     def cold(self, fn) -> tuple[float, float, float]:
         times = []
@@ -242,14 +391,23 @@ class Timer:
         return statistics.median(times), q[0], q[-1]
 
     def graph(self, fn) -> tuple[float, float, float]:
-        side = torch.cuda.Stream()
+        """Cold-L2 timing of CUDA-graph replays of ``fn``.
+
+        ``fn`` runs once eagerly on the stream that then captures it: gvr_2 makes its
+        workspace slab on the first eager launch of a stream and refuses to allocate it under
+        capture, and a first call also compiles or loads whatever a provider builds lazily.
+        One capture stream is kept for the whole run (gvr_2 keeps one slab per stream)."""
+        if self.capture_stream is None:
+            self.capture_stream = torch.cuda.Stream()
+        side = self.capture_stream
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             fn()
-        torch.cuda.current_stream().wait_stream(side)
+        side.synchronize()
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
+        with torch.cuda.graph(g, stream=side):
             fn()
+        torch.cuda.current_stream().wait_stream(side)
         return self.cold(g.replay)
 
 
@@ -410,18 +568,32 @@ def bytes_read(case: Case) -> int:
     return int(case.lengths.sum()) * 4
 
 
-def run_case(case: Case, timer: Timer, providers, records, failures):
+def case_timing(case: Case) -> str:
+    return {"graph": "graph", "host": "host"}.get(case.set, "eager")
+
+
+def _short(exc: BaseException) -> str:
+    """An exception as one line of at most 240 characters, for a record's note."""
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+    return text if len(text) <= 240 else text[:237] + "..."
+
+
+def run_case(case: Case, timer: Timer, providers, records):
+    """Check and time every provider on ``case``; append their records to ``records``."""
     from gvr_kernels.testing import check_windows
 
     n = int(case.lengths.max()) if case.rows else 0
+    timing = case_timing(case)
+    dev = case.logits.device
     mine: list[Record] = []
     for name in providers:
-        if case.set == "host" and name not in ("gvr", "gvr-raw"):
+        if case.set == "host" and name not in GVR_PROVIDERS:
             continue
-        out = torch.full((case.rows, case.k), 0x7FFFFFFF, dtype=torch.int32, device="cuda")
+        out = torch.full((case.rows, case.k), 0x7FFFFFFF, dtype=torch.int32, device=dev)
         base = dict(
             set=case.set,
             provider=name,
+            timing=timing,
             k=case.k,
             rows=case.rows,
             n=n,
@@ -429,43 +601,48 @@ def run_case(case: Case, timer: Timer, providers, records, failures):
             compress_ratio=case.cr,
             family=case.family,
         )
-        finish = None
+        claims = name in CLAIMS_EXACT
         try:
-            if name == "gvr":
-                fn = gvr_call(case, out)
-            elif name == "gvr-raw":
-                fn = gvr_raw_call(case, out)
-            elif name == "torch":
-                fn, finish = torch_call(case, out)
-            else:
-                made = flashinfer_call(case, out)
-                if made is None:
-                    continue
-                fn, finish = made
+            made = make_call(name, case, out)
         except ImportError as exc:
-            mine.append(Record(timing="eager", exact=None, note=f"not importable: {exc}", **base))
+            mine.append(Record(exact=None, note=f"not importable: {exc}", **base))
             continue
-        res = fn()
-        if finish is not None:
-            finish(res)
-        torch.cuda.synchronize()
-        exact = bool(check_windows(case.logits, case.starts, case.lengths, case.k, out).all())
-        if not exact:
-            failures.append(f"{name} {case.set} k={case.k} rows={case.rows} n={n}")
-            mine.append(Record(timing="eager", exact=False, note="inexact: not timed", **base))
+        except Exception as exc:
+            if claims:
+                raise
+            mine.append(Record(exact=None, note=f"failed: {_short(exc)}", **base))
             continue
-        if case.set == "host":
+        if isinstance(made, str):
+            mine.append(Record(exact=None, note=f"not applicable: {made}", **base))
+            continue
+        fn, finish = made
+        try:
+            res = fn()
+            if finish is not None:
+                finish(res)
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+        except Exception as exc:
+            if claims:
+                raise
+            mine.append(Record(exact=None, note=f"failed: {_short(exc)}", **base))
+            continue
+        ok = check_windows(case.logits, case.starts, case.lengths, case.k, out)
+        bad = int((~ok).sum())
+        if bad:
+            note = f"inexact: {bad} of {case.rows} rows; not timed"
+            mine.append(Record(exact=False, note=note, **base))
+            continue
+        if timing == "host":
             mine.append(host_record(fn, base))
             continue
-        timing = "graph" if case.set == "graph" else "eager"
         try:
             med, p10, p90 = timer.graph(fn) if timing == "graph" else timer.cold(fn)
         except Exception as exc:  # a provider that cannot be captured
-            mine.append(Record(timing=timing, exact=True, note=f"not timed: {exc}", **base))
+            mine.append(Record(exact=True, note=f"not timed: {_short(exc)}", **base))
             continue
         mine.append(
             Record(
-                timing=timing,
                 exact=True,
                 median_us=med,
                 p10_us=p10,
@@ -474,11 +651,23 @@ def run_case(case: Case, timer: Timer, providers, records, failures):
                 **base,
             )
         )
-    ref = [r.median_us for r in mine if r.provider == "torch" and r.median_us]
-    for rec in mine:
-        if ref and rec.median_us:
-            rec.speedup_vs_torch = ref[0] / rec.median_us
+    attach_ratios(mine)
     records.extend(mine)
+
+
+def attach_ratios(cell: list[Record]) -> None:
+    """Fill ``speedup_vs_torch`` (torch's time / this one) on every timed record of one cell and
+    ``ratio_vs_gvr2`` (this time / gvr_2's) on the timed gvr and gvr-raw records, where the
+    reference of the same timing was timed."""
+    torch_us = {r.timing: r.median_us for r in cell if r.provider == "torch" and r.median_us}
+    gvr2_us = {r.timing: r.median_us for r in cell if r.provider == "gvr2" and r.median_us}
+    for r in cell:
+        if not r.median_us:
+            continue
+        if r.timing in torch_us:
+            r.speedup_vs_torch = torch_us[r.timing] / r.median_us
+        if r.provider in GVR_PROVIDERS and r.timing in gvr2_us:
+            r.ratio_vs_gvr2 = r.median_us / gvr2_us[r.timing]
 
 
 def host_record(fn, base) -> Record:
@@ -493,34 +682,131 @@ def host_record(fn, base) -> Record:
     t1 = time.perf_counter()
     torch.cuda.synchronize()
     us = (t1 - t0) / reps * 1e6
-    return Record(timing="host", exact=True, median_us=us, note="host time per call", **base)
+    return Record(exact=True, median_us=us, note="host time per call", **base)
 
 
-def metadata() -> dict:
+# ----------------------------------------------------------------------------- clocks
+SMI_CLOCK_FIELDS = ("clocks.sm", "clocks.mem", "clocks.max.sm", "power.draw", "temperature.gpu")
+CLOCK_KEYS = ("sm_mhz", "mem_mhz", "max_sm_mhz", "power_w", "temp_c")
+
+
+def _gpu_uuid() -> str | None:
+    try:
+        uuid = str(torch.cuda.get_device_properties(0).uuid)
+    except Exception:
+        return None
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
+def _smi(query: str) -> str | None:
+    """The first line nvidia-smi prints for ``--query-gpu=query`` about this GPU (selected by
+    its UUID where torch reports one, else the first GPU listed); None where nvidia-smi is
+    missing or fails. Read-only: nothing here changes a clock."""
+    base = ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"]
+    uuid = _gpu_uuid()
+    attempts = ([base + ["-i", uuid]] if uuid else []) + [base]
+    for cmd in attempts:
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        if res.returncode == 0 and lines:
+            return lines[0]
+    return None
+
+
+def parse_clocks(line: str) -> dict:
+    """One ``nvidia-smi --query-gpu=clocks.sm,clocks.mem,clocks.max.sm,power.draw,
+    temperature.gpu --format=csv,noheader`` line as numbers (None for "[N/A]" and the like)."""
+    out: dict = {"raw": line}
+    parts = [p.strip() for p in line.split(",")]
+    for i, key in enumerate(CLOCK_KEYS):
+        word = parts[i].split()[0] if i < len(parts) and parts[i] else ""
+        try:
+            out[key] = float(word)
+        except ValueError:
+            out[key] = None
+    return out
+
+
+def read_clocks(stage: str) -> dict:
+    rec = {
+        "stage": stage,
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    line = _smi(",".join(SMI_CLOCK_FIELDS))
+    if line is None:
+        rec["error"] = "nvidia-smi not available"
+    else:
+        rec.update(parse_clocks(line))
+    return rec
+
+
+def warm_up(seconds: float, size: int = 8192) -> dict:
+    """Raise the GPU clocks before timing: back-to-back bf16 ``size``-cubed matmuls of random
+    data (zeros would draw less power) for ``seconds`` of wall time, at least 100 of them."""
+    if seconds <= 0:
+        return {"matmuls": 0, "seconds": 0.0}
+    g = torch.Generator(device="cuda").manual_seed(12345)
+    a = torch.randn(size, size, generator=g, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(size, size, generator=g, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty_like(a)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    count = 0
+    while count < 100 or time.perf_counter() - t0 < seconds:
+        for _ in range(25):
+            torch.matmul(a, b, out=c)
+        count += 25
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - t0
+    del a, b, c
+    return {
+        "matmuls": count,
+        "seconds": elapsed,
+        "shape": [size, size, size],
+        "dtype": "bfloat16",
+        "tflops": 2.0 * size**3 * count / elapsed / 1e12,
+    }
+
+
+# ----------------------------------------------------------------------------- metadata
+def gvr2_note(version: str | None, device: str, major: int, minor: int) -> str:
+    arch = f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+    return (
+        f"gvr2 is FlashInfer {version}'s gvr_2 backend, called hint-free as "
+        "top_k_varlen(logits, seq_lens, k, backend='gvr_2', skip_check=True, "
+        "out_indices=out) with seq_lens the rows' valid lengths (int32). skip_check=True is "
+        "FlashInfer's own keyword: it bypasses the library's compute-capability gate (gvr_2 "
+        f"is gated to sm_100 and later) and its gvr_2 problem-size check, so on this {device} "
+        f"(compute capability {major}.{minor}, {arch}) gvr_2 runs outside the devices "
+        "FlashInfer enables it for; no FlashInfer source is changed. The benchmark applies "
+        "that check's conditions itself (fp32 logits, K in {512, 1024, 2048}, unit inner "
+        "stride, row pitch a multiple of 4, 16-byte aligned base) and records other cells as "
+        "not applicable."
+    )
+
+
+def metadata(providers=(), clocks=None, warmup=None) -> dict:
     props = torch.cuda.get_device_properties(0)
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": props.name,
         "sm_count": props.multi_processor_count,
+        "compute_capability": f"{props.major}.{props.minor}",
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
     }
-    try:
-        meta["driver"] = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        meta["driver"] = None
+    meta["driver"] = _smi("driver_version")
     try:
         import cutlass
 
         meta["cutlass_dsl"] = getattr(cutlass, "__version__", None)
     except ImportError:
         meta["cutlass_dsl"] = None
+    meta["flashinfer"] = flashinfer_version()
     commit = os.environ.get("GVR_COMMIT")
     if not commit:
         try:
@@ -533,10 +819,336 @@ def metadata() -> dict:
         except (OSError, subprocess.SubprocessError):
             commit = None
     meta["commit"] = commit
+    meta["providers"] = list(providers)
+    meta["claims_exact"] = [p for p in providers if p in CLAIMS_EXACT]
+    meta["clocks"] = list(clocks or [])
+    meta["warmup"] = warmup
+    notes = []
+    if "gvr2" in providers:
+        notes.append(gvr2_note(meta["flashinfer"], props.name, props.major, props.minor))
+    meta["notes"] = notes
     return meta
 
 
+# ----------------------------------------------------------------------------- reports
+def _as_dict(r) -> dict:
+    return asdict(r) if is_dataclass(r) else r
+
+
+def cell_key(r: dict) -> tuple:
+    """What identifies one benchmark cell (all providers of one case share it)."""
+    return (
+        r["set"],
+        r["timing"],
+        r["k"],
+        r["rows"],
+        r["n"],
+        r["next_n"],
+        r["compress_ratio"],
+        r["family"],
+    )
+
+
+def group_cells(records) -> dict:
+    """``{cell_key: {provider: record dict}}`` in the order the cells were run."""
+    cells: dict = {}
+    for r in map(_as_dict, records):
+        cells.setdefault(cell_key(r), {})[r["provider"]] = r
+    return cells
+
+
+def geomean(xs) -> float:
+    xs = list(xs)
+    return math.exp(math.fsum(map(math.log, xs)) / len(xs))
+
+
+def _speedups(sp: list[float]) -> dict:
+    return {
+        "cells": len(sp),
+        "geomean_speedup": geomean(sp),
+        "min_speedup": min(sp),
+        "max_speedup": max(sp),
+    }
+
+
+def _cell_id(r: dict) -> dict:
+    out = {"k": r["k"], "rows": r["rows"], "n": r["n"], "family": r["family"]}
+    if r["next_n"] != 1 or r["compress_ratio"] != 1:
+        out.update(next_n=r["next_n"], compress_ratio=r["compress_ratio"])
+    return out
+
+
+def ratio_block(recs: list[dict], cells: bool = True) -> dict:
+    """GVR time / gvr_2 time over ``recs`` (records carrying ``ratio_vs_gvr2``): geomean, how
+    many cells GVR is faster in (ratio < 1), the best (smallest) and worst (largest) ratio."""
+    rs = [r["ratio_vs_gvr2"] for r in recs]
+    best = min(recs, key=lambda r: r["ratio_vs_gvr2"])
+    worst = max(recs, key=lambda r: r["ratio_vs_gvr2"])
+    out = {
+        "cells": len(rs),
+        "geomean_ratio": geomean(rs),
+        "gvr_faster_cells": sum(x < 1.0 for x in rs),
+        "best_ratio": best["ratio_vs_gvr2"],
+        "worst_ratio": worst["ratio_vs_gvr2"],
+    }
+    if cells:
+        out["best_cell"] = _cell_id(best)
+        out["worst_cell"] = _cell_id(worst)
+    return out
+
+
+LABELS = {
+    "gvr": "GVR",
+    "gvr-raw": "GVR (raw kernel)",
+    "gvr2": "gvr_2",
+    "torch": "torch.topk",
+    "flashinfer": "flashinfer.top_k",
+}
+
+
+def ratio_headline(provider: str, block: dict) -> str:
+    """E.g. "GVR takes 1.30x gvr_2's time (geomean; faster in 5 of 75 cells): 1.54x at b = 1,
+    ..." (the per-batch part only where ``block`` has ``by_batch``)."""
+    text = (
+        f"{LABELS[provider]} takes {block['geomean_ratio']:.2f}x gvr_2's time (geomean; faster "
+        f"in {block['gvr_faster_cells']} of {block['cells']} cells; "
+        f"{block['best_ratio']:.2f}x to {block['worst_ratio']:.2f}x)"
+    )
+    by_batch = block.get("by_batch")
+    if by_batch:
+        text += ": " + ", ".join(
+            f"{v['geomean_ratio']:.2f}x at b = {b}" for b, v in by_batch.items()
+        )
+    return text
+
+
+def speedup_headline(provider: str, block: dict) -> str:
+    return (
+        f"{LABELS[provider]} is {block['geomean_speedup']:.2f}x faster than torch.topk "
+        f"(geomean over {block['cells']} cells; {block['min_speedup']:.2f}x to "
+        f"{block['max_speedup']:.2f}x)"
+    )
+
+
+SUMMARY_SETS = ("decode-grid", "graph", "mtp", "prefill", "real", "adversarial")
+
+
+def where(set_name: str, timing: str) -> str:
+    """A set and timing as a headline's prefix."""
+    if set_name == "decode-grid" and timing == "eager":
+        return "decode grid, eager"
+    if set_name == "graph" and timing == "graph":
+        return "decode grid, CUDA-graph replay"
+    return f"{set_name}, {timing}"
+
+
+def summary(records) -> dict:
+    """The numbers the issues quote.
+
+    Kept from earlier results: ``decode_grid_eager`` / ``decode_grid_graph`` (GVR's speedup
+    over torch.topk on the decode grid), ``b1_n262144_max_us``, ``host_us_per_call``. Added:
+    ``by_set[set][timing]`` with ``<provider>_vs_torch`` speedup blocks for every timed
+    provider and ``gvr_vs_gvr2`` / ``gvr-raw_vs_gvr2`` ratio blocks (GVR time / gvr_2 time:
+    geomean, cells where GVR is faster, best and worst ratio and their cells, and per-batch
+    geomeans on the decode grid), and ``headlines``, those numbers as sentences.
+    """
+    recs = [_as_dict(r) for r in records]
+    out: dict = {}
+    for timing in ("eager", "graph"):
+        sp = [
+            r["speedup_vs_torch"]
+            for r in recs
+            if r["set"] in GRID_SETS
+            and r["provider"] == "gvr"
+            and r["timing"] == timing
+            and r.get("speedup_vs_torch")
+        ]
+        if sp:
+            out[f"decode_grid_{timing}"] = _speedups(sp)
+    b1 = [
+        r["median_us"]
+        for r in recs
+        if r["set"] == "decode-grid"
+        and r["provider"] == "gvr"
+        and r["rows"] == 1
+        and r["n"] == 262144
+        and r.get("median_us")
+    ]
+    if b1:
+        out["b1_n262144_max_us"] = max(b1)
+    host = {f"{r['provider']}_k{r['k']}": r["median_us"] for r in recs if r["timing"] == "host"}
+    if host:
+        out["host_us_per_call"] = host
+    by_set: dict = {}
+    headlines: list[str] = []
+    for set_name in SUMMARY_SETS:
+        for timing in ("eager", "graph"):
+            sel = [r for r in recs if r["set"] == set_name and r["timing"] == timing]
+            block: dict = {}
+            for prov in PROVIDERS:
+                if prov == "torch":
+                    continue
+                sp = [
+                    r["speedup_vs_torch"]
+                    for r in sel
+                    if r["provider"] == prov and r.get("speedup_vs_torch")
+                ]
+                if sp:
+                    block[f"{prov}_vs_torch"] = _speedups(sp)
+                    text = speedup_headline(prov, block[f"{prov}_vs_torch"])
+                    headlines.append(f"{where(set_name, timing)}: {text}")
+            for prov in GVR_PROVIDERS:
+                pr = [r for r in sel if r["provider"] == prov and r.get("ratio_vs_gvr2")]
+                if not pr:
+                    continue
+                rb = ratio_block(pr)
+                if set_name in GRID_SETS:
+                    rb["by_batch"] = {
+                        str(b): ratio_block([r for r in pr if r["rows"] == b], cells=False)
+                        for b in sorted({r["rows"] for r in pr})
+                    }
+                block[f"{prov}_vs_gvr2"] = rb
+                headlines.append(f"{where(set_name, timing)}: {ratio_headline(prov, rb)}")
+            if block:
+                by_set.setdefault(set_name, {})[timing] = block
+    if by_set:
+        out["by_set"] = by_set
+    if headlines:
+        out["headlines"] = headlines
+    return out
+
+
+def claimed_failures(records) -> list[str]:
+    """The inexact cells of providers that claim exactness: any of them fails the run."""
+    return [
+        f"{r['provider']} {r['set']} {r['timing']} k={r['k']} rows={r['rows']} n={r['n']} "
+        f"family={r['family']}: {r['note']}"
+        for r in map(_as_dict, records)
+        if r["exact"] is False and r["provider"] in CLAIMS_EXACT
+    ]
+
+
+def inexact_by_family(records) -> dict:
+    """``{provider: {family: inexact cells}}`` for the providers that do not claim exactness;
+    these are reported, and do not change the exit status."""
+    counts: dict = defaultdict(Counter)
+    for r in map(_as_dict, records):
+        if r["exact"] is False and r["provider"] not in CLAIMS_EXACT:
+            counts[r["provider"]][r["family"]] += 1
+    return {prov: dict(c) for prov, c in counts.items()}
+
+
+def exit_status(records) -> int:
+    return 1 if claimed_failures(records) else 0
+
+
+def _status(r: dict | None) -> str:
+    """A record as one short table cell: its median time, or why it has none."""
+    if r is None:
+        return "-"
+    if r.get("median_us"):
+        return f"{r['median_us']:.1f}"
+    if r.get("exact") is False:
+        return "inexact"
+    note = r.get("note") or ""
+    for prefix, short in (
+        ("not applicable", "n/a"),
+        ("not importable", "absent"),
+        ("not timed", "untimed"),
+        ("failed", "failed"),
+    ):
+        if note.startswith(prefix):
+            return short
+    return "-"
+
+
+COMPARISON_COLUMNS = (
+    "set",
+    "k",
+    "rows",
+    "n",
+    "family",
+    "timing",
+    "gvr us",
+    "gvr2 us",
+    "torch us",
+    "gvr/gvr2",
+    "gvr x torch",
+)
+
+
+def comparison_rows(records) -> list[tuple[str, ...]]:
+    """One row per cell (host-time cells left out): GVR, gvr_2 and torch.topk times, GVR's
+    time over gvr_2's and GVR's speedup over torch.topk. The GVR column is the public API,
+    or the raw kernel where only that was run."""
+    recs = [_as_dict(r) for r in records]
+    gvr_name = "gvr" if any(r["provider"] == "gvr" for r in recs) else "gvr-raw"
+    rows = []
+    for key, by in group_cells(recs).items():
+        set_name, timing, k, b, n, nn, cr, family = key
+        if timing == "host":
+            continue
+        g = by.get(gvr_name)
+        fam = family if nn == 1 and cr == 1 else f"{family} nn{nn} cr{cr}"
+        ratio = g.get("ratio_vs_gvr2") if g else None
+        sp = g.get("speedup_vs_torch") if g else None
+        rows.append(
+            (
+                set_name,
+                str(k),
+                str(b),
+                str(n),
+                fam,
+                timing,
+                _status(g),
+                _status(by.get("gvr2")),
+                _status(by.get("torch")),
+                "-" if ratio is None else f"{ratio:.2f}",
+                "-" if sp is None else f"{sp:.2f}",
+            )
+        )
+    return rows
+
+
+COMPARISON_LEGEND = (
+    "gvr/gvr2: GVR time / gvr_2 time (< 1: GVR faster); gvr x torch: torch.topk time / GVR "
+    "time. n/a: outside the provider's contract; absent: not importable; inexact: not exact "
+    "on this input, not timed; untimed: could not be captured in a CUDA graph."
+)
+
+
+def print_comparison(records) -> None:
+    rows = comparison_rows(records)
+    if not rows:
+        return
+    try:
+        from rich import box
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(COMPARISON_COLUMNS)]
+        for r in (COMPARISON_COLUMNS, *rows):
+            print("  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)))
+        print(COMPARISON_LEGEND)
+        return
+    t = Table(
+        title="GVR, gvr_2 and torch.topk per cell (us, cold L2)",
+        caption=COMPARISON_LEGEND,
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for col in COMPARISON_COLUMNS:
+        if col == "family":
+            t.add_column(col, max_width=16, overflow="fold")
+        else:
+            t.add_column(col, justify="left" if col in ("set", "timing") else "right")
+    for r in rows:
+        t.add_row(*r)
+    Console(width=100).print(t)
+
+
 def print_table(records):
+    """Every record, one line each (``--full-table``)."""
     try:
         from rich.console import Console
         from rich.table import Table
@@ -544,7 +1156,7 @@ def print_table(records):
         for r in records:
             print(r)
         return
-    t = Table(title="top-K benchmark (us, cold L2)")
+    t = Table(title="top-K benchmark, every provider (us, cold L2)")
     for col in (
         "set",
         "provider",
@@ -558,86 +1170,82 @@ def print_table(records):
         "median",
         "GB/s",
         "x torch",
+        "/ gvr2",
         "exact",
     ):
         t.add_column(col)
-    for r in records:
+    for r in map(_as_dict, records):
         t.add_row(
-            r.set,
-            r.provider,
-            r.timing,
-            str(r.k),
-            str(r.rows),
-            str(r.n),
-            str(r.next_n),
-            str(r.compress_ratio),
-            r.family,
-            "-" if r.median_us is None else f"{r.median_us:.1f}",
-            "-" if r.gbps is None else f"{r.gbps:.0f}",
-            "-" if r.speedup_vs_torch is None else f"{r.speedup_vs_torch:.2f}",
-            str(r.exact) + (f" {r.note}" if r.note else ""),
+            r["set"],
+            r["provider"],
+            r["timing"],
+            str(r["k"]),
+            str(r["rows"]),
+            str(r["n"]),
+            str(r["next_n"]),
+            str(r["compress_ratio"]),
+            r["family"],
+            "-" if r["median_us"] is None else f"{r['median_us']:.1f}",
+            "-" if r["gbps"] is None else f"{r['gbps']:.0f}",
+            "-" if r["speedup_vs_torch"] is None else f"{r['speedup_vs_torch']:.2f}",
+            "-" if r.get("ratio_vs_gvr2") is None else f"{r['ratio_vs_gvr2']:.2f}",
+            str(r["exact"]) + (f" {r['note']}" if r["note"] else ""),
         )
     Console(width=200).print(t)
 
 
-def summary(records) -> dict:
-    out = {}
-    for timing in ("eager", "graph"):
-        sp = [
-            r.speedup_vs_torch
-            for r in records
-            if r.set in ("decode-grid", "graph")
-            and r.provider == "gvr"
-            and r.timing == timing
-            and r.speedup_vs_torch
-        ]
-        if sp:
-            out[f"decode_grid_{timing}"] = {
-                "cells": len(sp),
-                "geomean_speedup": math.exp(sum(map(math.log, sp)) / len(sp)),
-                "min_speedup": min(sp),
-                "max_speedup": max(sp),
-            }
-    b1 = [
-        r.median_us
-        for r in records
-        if r.set == "decode-grid" and r.provider == "gvr" and r.rows == 1 and r.n == 262144
-    ]
-    if b1:
-        out["b1_n262144_max_us"] = max(b1)
-    host = {f"{r.provider}_k{r.k}": r.median_us for r in records if r.timing == "host"}
-    if host:
-        out["host_us_per_call"] = host
-    return out
-
-
-def main() -> int:
+# ----------------------------------------------------------------------------- main
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument(
         "--sets", default="decode-grid,graph,host", help=f"comma-separated, from {','.join(SETS)}"
     )
-    ap.add_argument("--providers", default="gvr,gvr-raw,torch,flashinfer")
+    ap.add_argument(
+        "--providers",
+        default=DEFAULT_PROVIDERS,
+        help=f"comma-separated, from {','.join(PROVIDERS)} (default {DEFAULT_PROVIDERS})",
+    )
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--real-rows", default=None, help="folder of real score-row safetensors")
     ap.add_argument("--out", default=None, help="folder for the JSON and plots")
     ap.add_argument("--tag", default="bench", help="file name stem")
     ap.add_argument("--quick", action="store_true", help="a few cells per set")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    ap.add_argument(
+        "--warmup-s",
+        type=float,
+        default=1.5,
+        help="seconds of bf16 matmuls that raise the GPU clocks before each set's first cell "
+        "(0: none)",
+    )
+    ap.add_argument(
+        "--full-table", action="store_true", help="also print every record, one line each"
+    )
+    args = ap.parse_args(argv)
+    args.sets = [s for s in args.sets.split(",") if s]
+    bad = [s for s in args.sets if s not in SETS]
+    if bad:
+        ap.error(f"unknown sets {bad}; known: {SETS}")
+    args.providers = [p for p in args.providers.split(",") if p]
+    bad = [p for p in args.providers if p not in PROVIDERS]
+    if bad:
+        ap.error(f"unknown providers {bad}; known: {PROVIDERS}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_topk needs a CUDA device", file=sys.stderr)
         return 2
-    sets = [s for s in args.sets.split(",") if s]
-    bad = [s for s in sets if s not in SETS]
-    if bad:
-        ap.error(f"unknown sets {bad}; known: {SETS}")
-    providers = [p for p in args.providers.split(",") if p]
+    sets, providers = args.sets, args.providers
     timer = Timer(args.reps)
     g = torch.Generator(device="cuda").manual_seed(args.seed)
     records: list[Record] = []
-    failures: list[str] = []
+    clocks = [read_clocks("start")]
+    warmups = []
     try:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
@@ -646,17 +1254,29 @@ def main() -> int:
             return x
 
     for set_name in sets:
-        for case in tqdm(list(build_cases(set_name, g, args)), desc=set_name, file=sys.stderr):
-            run_case(case, timer, providers, records, failures)
-            del case
-    print_table(records)
+        cases = list(build_cases(set_name, g, args))
+        if args.warmup_s > 0:
+            warmups.append({"set": set_name, **warm_up(args.warmup_s)})
+            clocks.append(read_clocks(f"after warm-up, before {set_name}"))
+        for case in tqdm(cases, desc=set_name, file=sys.stderr):
+            run_case(case, timer, providers, records)
+        del cases
+    clocks.append(read_clocks("end"))
+    if args.full_table:
+        print_table(records)
+    print_comparison(records)
     result = {
-        "metadata": metadata(),
+        "metadata": metadata(providers, clocks, warmups),
         "summary": summary(records),
+        "inexact_by_family": inexact_by_family(records),
         "records": [asdict(r) for r in records],
-        "failures": failures,
+        "failures": claimed_failures(records),
     }
     print(json.dumps(result["summary"], indent=1))
+    for line in result["summary"].get("headlines", []):
+        print(line)
+    if result["inexact_by_family"]:
+        print("inexact (not claimed exact):", json.dumps(result["inexact_by_family"]))
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -667,10 +1287,9 @@ def main() -> int:
             make_plots(result, out, args.tag)
         except Exception as exc:  # plots are a convenience; the JSON is the record
             print(f"plots skipped: {exc}", file=sys.stderr)
-    if failures:
-        print("INEXACT:", *failures, sep="\n  ", file=sys.stderr)
-        return 1
-    return 0
+    if result["failures"]:
+        print("INEXACT:", *result["failures"], sep="\n  ", file=sys.stderr)
+    return exit_status(records)
 
 
 if __name__ == "__main__":
