@@ -23,6 +23,8 @@ clocks nvidia-smi reports before and after that warm-up and at the end are kept 
 
 Providers (``--providers``, default ``gvr,gvr2,torch``):
   gvr        the public API (``gvr_dispatch.topk_decode`` / ``topk_prefill`` / ``topk``)
+  gvr-width  ``topk_decode`` without ``max_seq_len`` (envelope: the logits width), ``out=``
+  gvr-plain  ``topk_decode(logits, kv_lens, k)``: no ``out``, no ``max_seq_len``
   gvr-raw    the compiled kernel called directly with the routed launch (no validation)
   gvr2       FlashInfer's GVR V2 port, hint-free:
              ``top_k_varlen(logits, seq_lens, k, backend="gvr_2", skip_check=True,
@@ -65,9 +67,9 @@ SETS = ("decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "host")
 PROVIDERS = ("gvr", "gvr-raw", "gvr2", "torch", "flashinfer")
 DEFAULT_PROVIDERS = "gvr,gvr2,torch"
 # Providers that promise an exact top-K: one inexact row of theirs fails the run (exit 1).
-CLAIMS_EXACT = ("gvr", "gvr-raw", "torch")
+CLAIMS_EXACT = ("gvr", "gvr-width", "gvr-plain", "gvr-raw", "torch")
 # The two GVR entry points compared against gvr_2 (``ratio_vs_gvr2`` = their time / gvr_2's).
-GVR_PROVIDERS = ("gvr", "gvr-raw")
+GVR_PROVIDERS = ("gvr", "gvr-width", "gvr-plain", "gvr-raw")
 GVR2_K = (512, 1024, 2048)
 GRID_SETS = ("decode-grid", "graph")
 GRID_K = (512, 1024, 2048)
@@ -150,6 +152,34 @@ def gvr_call(case: Case, out: torch.Tensor):
             case.logits, case.row_starts, case.row_ends, case.k, out=out
         )
     return lambda: gvr.topk(case.logits, case.k, out=out)
+
+
+def gvr_width_call(case: Case, out: torch.Tensor):
+    """``topk_decode`` without ``max_seq_len`` (the envelope is the logits width), into
+    ``out``; other modes as :func:`gvr_call`."""
+    import gvr_dispatch as gvr
+
+    if case.mode != "decode":
+        return gvr_call(case, out)
+    return lambda: gvr.topk_decode(
+        case.logits, case.kv_lens, case.k, next_n=case.next_n, compress_ratio=case.cr, out=out
+    )
+
+
+def gvr_plain_call(case: Case, out: torch.Tensor):
+    """The call users write first: ``topk_decode(logits, kv_lens, k)`` (no ``out``, no
+    ``max_seq_len``); the result is copied into ``out`` outside the timing."""
+    import gvr_dispatch as gvr
+
+    if case.mode != "decode":
+        return "decode calls only"
+
+    def run():
+        return gvr.topk_decode(
+            case.logits, case.kv_lens, case.k, next_n=case.next_n, compress_ratio=case.cr
+        )
+
+    return run, out.copy_
 
 
 def gvr_raw_call(case: Case, out: torch.Tensor):
@@ -356,6 +386,10 @@ def make_call(name: str, case: Case, out: torch.Tensor):
     into ``out``. Raises ImportError when the provider's package is missing."""
     if name == "gvr":
         return gvr_call(case, out), None
+    if name == "gvr-width":
+        return gvr_width_call(case, out), None
+    if name == "gvr-plain":
+        return gvr_plain_call(case, out)
     if name == "gvr-raw":
         return gvr_raw_call(case, out), None
     if name == "torch":
@@ -671,11 +705,11 @@ def attach_ratios(cell: list[Record]) -> None:
 
 
 def host_record(fn, base) -> Record:
-    """Host time per eager call: wall clock of back-to-back calls of a tiny launch."""
-    for _ in range(20):
+    """Host time per eager call: wall clock of 500 back-to-back calls of a small launch."""
+    for _ in range(50):
         fn()
     torch.cuda.synchronize()
-    reps = 200
+    reps = 500
     t0 = time.perf_counter()
     for _ in range(reps):
         fn()

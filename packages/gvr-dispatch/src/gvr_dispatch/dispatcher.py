@@ -21,6 +21,7 @@ that was not warmed raises ``RuntimeError`` naming the key.
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
 
@@ -75,6 +76,7 @@ class Dispatcher:
         self.runtime = runtime if runtime is not None else CudaRuntime()
         self.cache = cache if cache is not None else KernelCache()
         self._kernel_type = self.runtime.kernel_device_type
+        self._is_kernel_tensor = operator.attrgetter(f"is_{self._kernel_type}")
         self._launches: dict[LaunchKey, Launch] = {}
         self._specs: dict = {}
         self._dummies: dict[int, Dummies] = {}
@@ -143,8 +145,12 @@ class Dispatcher:
             or kv_lens.dtype is not _i32
         ):
             return None
-        device = logits.device
-        if device.type != self._kernel_type or kv_lens.device != device:
+        # Device checks on plain ints (get_device: the CUDA index, -1 on the CPU) and one bool
+        # attribute: torch.device objects and their .type cost far more on this path.
+        if not self._is_kernel_tensor(logits):
+            return None
+        dev = logits.get_device()
+        if kv_lens.get_device() != dev:
             return None
         shape = logits.shape
         if len(shape) != 2 or kv_lens.dim() != 1:
@@ -173,7 +179,7 @@ class Dispatcher:
         if out is not None and (
             not isinstance(out, _Tensor)
             or out.dtype is not _i32
-            or out.device != device
+            or out.get_device() != dev
             or out.shape != (rows, k)
             or not out.is_contiguous()
         ):
@@ -181,13 +187,14 @@ class Dispatcher:
         if values is not None and (
             not isinstance(values, _Tensor)
             or values.dtype is not _f32
-            or values.device != device
+            or values.get_device() != dev
             or values.shape != (rows, k)
             or not values.is_contiguous()
         ):
             return None
         want_values = return_values or values is not None
-        dev = device.index or 0
+        if dev < 0:  # a kernel device without an index (the CPU stand-in of the tests)
+            dev = 0
         if max_seq_len is None:
             n_env = width
         elif max_seq_len >= 0:
@@ -214,9 +221,9 @@ class Dispatcher:
         else:
             ws = d.workspace
         if out is None:
-            out = torch.empty((rows, k), dtype=_i32, device=device)
+            out = logits.new_empty((rows, k), dtype=_i32)
         if want_values and values is None:
-            values = torch.empty((rows, k), dtype=_f32, device=device)
+            values = logits.new_empty((rows, k))
         # gvr_kernels.abi.KernelArgs, positionally (a keyword-built record costs a microsecond
         # here); the dispatch tests check every launch against KernelArgs.
         launch.fn(
