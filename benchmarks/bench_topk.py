@@ -64,7 +64,7 @@ from pathlib import Path
 import torch
 
 SETS = ("decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "host")
-PROVIDERS = ("gvr", "gvr-raw", "gvr2", "torch", "flashinfer")
+PROVIDERS = ("gvr", "gvr-width", "gvr-plain", "gvr-raw", "gvr2", "torch", "flashinfer")
 DEFAULT_PROVIDERS = "gvr,gvr2,torch"
 # Providers that promise an exact top-K: one inexact row of theirs fails the run (exit 1).
 CLAIMS_EXACT = ("gvr", "gvr-width", "gvr-plain", "gvr-raw", "torch")
