@@ -621,7 +621,7 @@ def run_case(case: Case, timer: Timer, providers, records):
     dev = case.logits.device
     mine: list[Record] = []
     for name in providers:
-        if case.set == "host" and name not in GVR_PROVIDERS:
+        if case.set == "host" and name not in (*GVR_PROVIDERS, "torch"):
             continue
         out = torch.full((case.rows, case.k), 0x7FFFFFFF, dtype=torch.int32, device=dev)
         base = dict(
@@ -704,19 +704,30 @@ def attach_ratios(cell: list[Record]) -> None:
             r.ratio_vs_gvr2 = r.median_us / gvr2_us[r.timing]
 
 
-def host_record(fn, base) -> Record:
-    """Host time per eager call: wall clock of 500 back-to-back calls of a small launch."""
+def host_record(fn, base, batches: int = 7, calls: int = 100) -> Record:
+    """Host time per eager call: wall clock of back-to-back calls (``batches`` batches of
+    ``calls``, each followed by a synchronisation); the median of the batch means, with p10 /
+    p90 over the batches (the host's own noise)."""
     for _ in range(50):
         fn()
     torch.cuda.synchronize()
-    reps = 500
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    us = (t1 - t0) / reps * 1e6
-    return Record(exact=True, median_us=us, note="host time per call", **base)
+    means = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        means.append((t1 - t0) / calls * 1e6)
+    means.sort()
+    return Record(
+        exact=True,
+        median_us=statistics.median(means),
+        p10_us=means[0],
+        p90_us=means[-1],
+        note=f"host time per call ({batches} x {calls} calls; p10/p90: min/max batch)",
+        **base,
+    )
 
 
 # ----------------------------------------------------------------------------- clocks
@@ -933,6 +944,8 @@ def ratio_block(recs: list[dict], cells: bool = True) -> dict:
 
 LABELS = {
     "gvr": "GVR",
+    "gvr-width": "GVR (no max_seq_len)",
+    "gvr-plain": "GVR (no out, no max_seq_len)",
     "gvr-raw": "GVR (raw kernel)",
     "gvr2": "gvr_2",
     "torch": "torch.topk",
