@@ -6,7 +6,9 @@ Sets:
   routable      every configuration ``route_static`` can choose for the device (every family of
                 the registry), in every call mode with and without values and the
                 deterministic mode;
-  device-tests  ``routable`` plus the path-recording variants the forced-path tests use.
+  device-tests  ``routable`` plus the path-recording variants the forced-path tests use;
+  register      the register-resident configurations of ``tests/kernels/test_register_gpu.py``
+                and ``tools/tune_register.py``.
 """
 
 from __future__ import annotations
@@ -30,15 +32,41 @@ def _one(args):
     return cfg, path.name, time.time() - t
 
 
+def register_configs() -> list:
+    """The register-resident configurations the device tests and the tune table use."""
+    from gvr_kernels.register import RegisterConfig
+
+    tests = [(256, 1), (512, 2), (512, 4), (1024, 4), (512, 8), (1024, 8)]
+    tune = [(256, 2), (512, 1), (1024, 1), (1024, 2)]
+    out = {}
+    for threads, vecs in tests + tune:
+        for resident in (1, 2) if threads <= 512 else (1,):
+            out[RegisterConfig(threads=threads, vecs=vecs, resident=resident)] = None
+    for threads, vecs in tests:
+        base = RegisterConfig(threads=threads, vecs=vecs)
+        for cfg in (
+            replace(base, record_paths=True),
+            replace(base, record_paths=True, capacity=2048),
+            replace(base, mode="prefill", with_values=True),
+            replace(base, mode="full"),
+            replace(base, with_values=True),
+            replace(base, with_values=True, deterministic=True),
+        ):
+            out[cfg] = None
+    return list(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--arch", default="sm_90a")
-    ap.add_argument("--set", default="device-tests", choices=("routable", "device-tests"))
+    ap.add_argument(
+        "--set", default="device-tests", choices=("routable", "device-tests", "register")
+    )
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO)
-    configs = list(routable_configs())
+    configs = list(routable_configs()) if args.set != "register" else register_configs()
     if args.set == "device-tests":
         bases = {replace(c, mode="decode", with_values=False, deterministic=False) for c in configs}
         configs += [replace(c, record_paths=True) for c in bases]

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from gvr_dispatch import Dispatcher, KernelCache
 from gvr_kernels.abi import KernelArgs
+from gvr_kernels.registry import config_from_dict
 from gvr_kernels.spec import H200
 from gvr_kernels.streaming.config import WS_HEADER_WORDS, StreamingConfig
 from gvr_reference.oracle import topk_windows
@@ -117,8 +118,8 @@ class FakeKernel:
         assert ws.data_ptr() % 16 == 0
         assert all(isinstance(x, int) for x in (k, next_n, cr_shift, parts))
         assert 1 <= k <= cfg.max_k and next_n >= 1 and cr_shift >= 0 and parts >= 1
+        assert parts == 1 or cfg.split
         if parts > 1:
-            assert cfg.split
             wpr = cfg.workspace_words_per_row
             assert ws.numel() >= rows * wpr
             slots = ws[: rows * wpr].view(torch.int32).view(rows, wpr)
@@ -172,11 +173,14 @@ class FakeCompiler:
     def load(self, path: Path, name: str):
         data = json.loads(Path(path).read_text())
         assert data["name"] == name
-        return None, FakeKernel(StreamingConfig(**data["config"]), self.calls)
+        config = config_from_dict(data["family"], data["config"])
+        return None, FakeKernel(config, self.calls)
 
     @staticmethod
     def store(compiled, path: Path, name: str) -> None:
-        Path(path).write_text(json.dumps({"name": name, "config": asdict(compiled.config)}))
+        cfg = compiled.config
+        data = {"name": name, "family": cfg.family, "config": asdict(cfg)}
+        Path(path).write_text(json.dumps(data))
 
 
 class _Exportable(FakeKernel):

@@ -2,14 +2,16 @@
 and stores the allocator's total (a compile-time constant, times 7919) to global memory, then
 read that constant back from the kept PTX. Run as a script (the DSL needs a source file):
 
-    CUTE_DSL_ARCH=sm_90a CUTE_DSL_KEEP=ptx python shared_probe.py '[{config fields}, ...]'
+    CUTE_DSL_ARCH=sm_90a CUTE_DSL_KEEP=ptx python shared_probe.py '[[family, {fields}], ...]'
 
-prints ``{config name: [stored constants]}`` as JSON.
+prints ``{config name: [stored constants]}`` as JSON. Each family's kernel module provides
+``allocate_shared(cfg)``.
 """
 
 from __future__ import annotations
 
 import glob
+import importlib
 import json
 import os
 import re
@@ -18,16 +20,16 @@ import sys
 import cutlass.cute as cute
 from cutlass import Int32
 from gvr_kernels.device.shared import shared_usage
-from gvr_kernels.streaming import StreamingConfig
-from gvr_kernels.streaming.kernel import allocate_shared
+from gvr_kernels.registry import FAMILIES, config_from_dict
 
 MARK = 7919
 _STORE = re.compile(r"st\.global\.b32\s+\[[^\]]+\],\s*(\d+);")
 
 
 class Probe:
-    def __init__(self, cfg):
+    def __init__(self, cfg, allocate_shared):
         self.cfg = cfg
+        self.allocate_shared = allocate_shared
 
     @cute.jit
     def __call__(self, x: cute.Tensor, stream):
@@ -37,19 +39,20 @@ class Probe:
 
     @cute.kernel
     def kernel(self, x: cute.Tensor):
-        _, allocator = allocate_shared(self.cfg)
+        _, allocator = self.allocate_shared(self.cfg)
         x[0] = shared_usage(allocator) * Int32(MARK)
 
 
 def main() -> None:
     found = {}
-    for fields in json.loads(sys.argv[1]):
-        cfg = StreamingConfig(**fields)
+    for family, fields in json.loads(sys.argv[1]):
+        cfg = config_from_dict(family, fields)
+        allocate = importlib.import_module(FAMILIES[family].kernel_module).allocate_shared
         for f in glob.glob("*.ptx"):
             os.remove(f)
         x = cute.runtime.make_fake_compact_tensor(Int32, (cute.sym_int(),))
         stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
-        cute.compile(Probe(cfg), x, stream, options="--enable-tvm-ffi")
+        cute.compile(Probe(cfg, allocate), x, stream, options="--enable-tvm-ffi")
         (ptx,) = glob.glob("*.ptx")
         found[cfg.name] = [int(v) for v in _STORE.findall(open(ptx).read())]
     print(json.dumps(found))

@@ -24,8 +24,6 @@ from gvr_kernels.streaming import StreamingConfig  # noqa: E402
 from shared_probe import MARK  # noqa: E402
 
 CASES = [(cfg, arch) for arch, spec in COMPILE_TARGETS.items() for cfg in routable_configs(spec)]
-#: CTAs each configuration is meant to keep resident per SM.
-RESIDENT = {1024: 1, 512: 2, 256: 4}
 
 
 def _audit(case):
@@ -44,11 +42,11 @@ def audits():
         return dict(zip(CASES, pool.map(_audit, CASES), strict=True))
 
 
-def test_router_covers_three_cores():
+def test_router_covers_every_family_and_core():
     names = {cfg.name for cfg, _ in CASES}
     assert len(names) == len({(c.name, a) for c, a in CASES}) // len(COMPILE_TARGETS)
     assert any(c.split for c, _ in CASES) and any(not c.split for c, _ in CASES)
-    assert {family_of(c).name for c, _ in CASES} == {"streaming"}
+    assert {family_of(c).name for c, _ in CASES} == {"streaming", "register"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{a}-{c.name}" for c, a in CASES])
@@ -58,7 +56,7 @@ def test_compiles_without_spills(audits, case):
     assert len(usage) == 1, usage
     u = usage[0]
     assert u["local"] == 0 and u["stack"] == 0, f"{cfg.name} on {arch} spills: {u}"
-    resident = RESIDENT[cfg.threads]
+    resident = cfg.resident_ctas
     assert u["registers"] * cfg.threads * resident <= 65536, u
     spec = COMPILE_TARGETS[arch]
     assert resident * (cfg.smem_bytes + u["shared"]) <= spec.smem_per_sm
@@ -67,6 +65,14 @@ def test_compiles_without_spills(audits, case):
 
 
 def test_invalid_configs_are_rejected():
+    from gvr_kernels.register import RegisterConfig
+
+    with pytest.raises(ValueError, match="vecs"):
+        RegisterConfig(vecs=9)
+    with pytest.raises(ValueError, match="resident"):
+        RegisterConfig(threads=1024, resident=3)
+    with pytest.raises(ValueError, match="capacity"):
+        RegisterConfig(capacity=10)
     with pytest.raises(ValueError, match="mode"):
         StreamingConfig(mode="sideways")
     with pytest.raises(ValueError, match="threads"):
@@ -85,8 +91,9 @@ def test_declared_shared_memory_is_what_the_kernel_allocates(tmp_path):
     from dataclasses import asdict
 
     cfgs = list(dict.fromkeys(c for c, _ in CASES if not c.with_values and not c.deterministic))
-    fields = [asdict(c) for c in cfgs if c.mode == "decode"]
-    fields.append(asdict(StreamingConfig(threads=256, capacity=1000, sample_max=1024)))
+    cfgs = [c for c in cfgs if c.mode == "decode"]
+    cfgs.append(StreamingConfig(threads=256, capacity=1000, sample_max=1024))
+    fields = [[c.family, asdict(c)] for c in cfgs]
     env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx")
     probe = os.path.join(os.path.dirname(__file__), "shared_probe.py")
     res = subprocess.run(
@@ -99,7 +106,6 @@ def test_declared_shared_memory_is_what_the_kernel_allocates(tmp_path):
     )
     assert res.returncode == 0, res.stderr[-3000:]
     found = json.loads(res.stdout.strip().splitlines()[-1])
-    assert len(found) == len(fields)
-    for f in fields:
-        cfg = StreamingConfig(**f)
+    assert len(found) == len(cfgs)
+    for cfg in cfgs:
         assert found[cfg.name] == [cfg.smem_bytes * MARK], (cfg.name, found[cfg.name])

@@ -4,8 +4,11 @@ shape facts; the route's shared-memory and workspace figures come from its confi
 from __future__ import annotations
 
 import pytest
+from gvr_kernels.register import RegisterConfig
 from gvr_kernels.routing import (
     MIN_PART_ELEMS,
+    REGISTER_MAX_N,
+    REGISTER_WIDE_N,
     SPLIT_MIN_N,
     max_workspace_words,
     route_dynamic,
@@ -73,7 +76,10 @@ def test_route_figures_come_from_the_config(mode, rows, n_env):
         H200, rows=rows, n_env=n_env, k=512, mode=mode, with_values=True, deterministic=True
     )
     c = r.config
-    assert isinstance(c, StreamingConfig) and r.family == c.family == "streaming"
+    assert isinstance(c, (StreamingConfig, RegisterConfig)) and r.family == c.family
+    wide = n_env <= REGISTER_WIDE_N and rows <= H200.sm_count and mode != "prefill"
+    wide = wide and not r.config.deterministic
+    assert r.family == ("register" if n_env <= REGISTER_MAX_N or wide else "streaming")
     assert (c.mode, c.with_values, c.deterministic) == (mode, True, True)
     assert r.smem_bytes == c.smem_bytes
     assert r.grid == rows * r.parts
@@ -90,10 +96,43 @@ def test_smem_bytes_is_the_layout():
 
 def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     cfgs = list(routed_configs(H200))
-    assert len(cfgs) == len(set(cfgs)) == 3 * 3 * 4  # three cores x modes x values x ties
+    assert len(cfgs) == len(set(cfgs))
+    streaming = [c for c in cfgs if c.family == "streaming"]
+    assert len(streaming) == 3 * 3 * 4  # three cores x modes x values x ties
     assert {c.threads for c in cfgs} == {512, 1024}
     assert any(c.split for c in cfgs) and any(not c.split for c in cfgs)
+    register = {(c.threads, c.vecs, c.resident) for c in cfgs if c.family == "register"}
+    assert register == {
+        (512, 1, 1),
+        (512, 2, 1),
+        (512, 4, 1),
+        (512, 4, 2),
+        (1024, 4, 1),
+        (512, 8, 2),
+        (512, 8, 1),
+        (1024, 8, 1),
+    }
     assert {c.name for c in routed_configs(B200)} == {c.name for c in cfgs}
+
+
+def test_register_family_where_it_is_measured_faster():
+    s = H200.sm_count
+    for n_env, rows in ((100, 1), (4096, 512), (16384, 4 * s), (REGISTER_WIDE_N, s)):
+        r = route_static(H200, rows=rows, n_env=n_env, k=2048)
+        assert r.family == "register" and r.config.max_n >= n_env and r.parts == 1
+    assert route_static(H200, rows=s + 1, n_env=REGISTER_WIDE_N, k=512).family == "streaming"
+    assert route_static(H200, rows=1, n_env=REGISTER_WIDE_N + 1, k=512).family == "streaming"
+    # Two 512-thread CTAs per SM once rows outnumber the SMs, except where the values and tie
+    # variants need more registers than that leaves.
+    assert route_static(H200, rows=4 * s, n_env=16384, k=512).config.resident == 2
+    assert route_static(H200, rows=4 * s, n_env=16384, k=512, with_values=True).config.resident == 1
+    # Variants that spill at the widest core's register budget stream instead.
+    wide = dict(rows=8, n_env=REGISTER_WIDE_N, k=512)
+    assert route_static(H200, **wide, with_values=True).family == "register"
+    assert route_static(H200, **wide, mode="prefill").family == "streaming"
+    assert route_static(H200, **wide, deterministic=True).family == "streaming"
+    det_prefill = dict(rows=8, n_env=16384, k=512, mode="prefill", deterministic=True)
+    assert route_static(H200, **det_prefill).config.threads == 512
 
 
 def test_max_workspace_words_covers_every_split_route():

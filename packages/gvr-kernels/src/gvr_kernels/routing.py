@@ -13,13 +13,20 @@ Nothing here hard-codes a device: SM count, shared memory per block and L2 come 
 ``DeviceSpec``. Shared-memory and workspace sizes come from the chosen configuration itself
 (``StreamingConfig.smem_bytes``, ``workspace_words_per_row``), written once there.
 
-The tuning constants below were measured on an H200 (``tools/device_streaming.py --tune``; the
-table is in ``benchmarks/results/h200/tune.log``):
+The tuning constants below were measured on an H200 (``tools/device_streaming.py --tune`` and
+``tools/tune_register.py``; the tables are ``benchmarks/results/h200/tune.log`` and
+``tune_register.json``):
 
+- the register-resident family beats the streaming family for every envelope up to 16,384
+  at every batch (6.0-7.5 us at b = 1 for n <= 4096, 10-11 us at 16,384, against 9-12.5 us;
+  25.6-30.8 us against 31-40 us at b = 512, n = 16,384), and up to 32,768 while the rows fit
+  the SMs; its CTA shape is the smallest that holds the envelope, with two 512-thread CTAs
+  per SM once rows outnumber SMs (from 8,192 scores on, where it pays: 18.9 against 26.0 us
+  at b = 512, n = 8,192);
 - one 1024-thread CTA per row beats a split row up to ``n_env`` = 16384 at every batch, and
   a split row wins from 65536 on while ``rows * parts`` fits the SMs;
 - past about 16 CTAs per row the split gains little; 8192 scores per CTA is on the plateau;
-- 512-thread CTAs (two per SM) win for rows of 4096 at any batch and once ``rows > SMs``.
+- 512-thread CTAs (two per SM) win once ``rows > SMs``.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from dataclasses import dataclass, replace
 
 from gvr_reference.ladder import MAX_ROW_LENGTH, RowPlan, row_plan
 
+from .register.config import RegisterConfig
 from .spec import DeviceSpec
 from .streaming.config import MODES, StreamingConfig
 
@@ -40,6 +48,8 @@ __all__ = [
     "max_workspace_words",
     "SPLIT_MIN_N",
     "MIN_PART_ELEMS",
+    "REGISTER_MAX_N",
+    "REGISTER_WIDE_N",
     "MAX_K",
     "SMALL_ROW_N",
 ]
@@ -52,6 +62,10 @@ MIN_PART_ELEMS = 8192
 SMALL_ROW_N = 4096
 #: Largest K the kernels serve.
 MAX_K = 2048
+#: Envelopes at most this long run on the register-resident family at any batch.
+REGISTER_MAX_N = 16384
+#: ... and at most this long when the rows fit the SMs (one 1024-thread CTA each).
+REGISTER_WIDE_N = 32768
 
 #: The streaming cores the policy picks from (call-mode fields left at their defaults).
 _SPLIT = StreamingConfig(
@@ -63,6 +77,37 @@ _SINGLE_1024 = StreamingConfig(
 _SINGLE_512 = StreamingConfig(
     threads=512, capacity=8192, split=False, unroll=4, aim_mult=2, sample_max=8192
 )
+
+
+def _register_core(
+    spec: DeviceSpec, rows: int, n_env: int, mode: str, with_values: bool, deterministic: bool
+):
+    """The register-resident core for a launch, or None where the streaming family is faster
+    or the row does not fit.
+
+    The cores with 64 registers per thread (1024 threads, or 512 at two CTAs per SM) hold
+    every variant except those the compile audit finds spilling there
+    (``tests/kernels/test_compile.py``): prefill windows with the deterministic tie mode, and
+    for eight vectors per thread also prefill windows, values and the tie mode; those variants
+    run one 512-thread CTA per SM (128 registers) or stream.
+    """
+    few = rows <= spec.sm_count
+    prefill = mode == "prefill"
+    if n_env <= 2048:
+        return RegisterConfig(threads=512, vecs=1)
+    if n_env <= 4096:
+        return RegisterConfig(threads=512, vecs=2)
+    if n_env <= 8192:
+        two = not few and not (prefill and deterministic)
+        return RegisterConfig(threads=512, vecs=4, resident=2 if two else 1)
+    if n_env <= REGISTER_MAX_N:
+        if few and not (prefill and deterministic):
+            return RegisterConfig(threads=1024, vecs=4)
+        plain = not (prefill or with_values or deterministic)
+        return RegisterConfig(threads=512, vecs=8, resident=2 if plain and not few else 1)
+    if n_env <= REGISTER_WIDE_N and few and not (prefill or deterministic):
+        return RegisterConfig(threads=1024, vecs=8)
+    return None
 
 
 @dataclass(frozen=True)
@@ -77,7 +122,7 @@ class Route:
         n_env: the envelope this route was made for.
     """
 
-    config: StreamingConfig
+    config: StreamingConfig | RegisterConfig
     parts: int
     grid: int
     workspace_words: int
@@ -137,6 +182,10 @@ def route_static(
         raise ValueError(f"k must be in [1, {MAX_K}], got {k}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    reg = _register_core(spec, rows, n_env, mode, with_values, deterministic)
+    if reg is not None and reg.smem_bytes * reg.resident <= spec.smem_per_sm:
+        config = replace(reg, mode=mode, with_values=with_values, deterministic=deterministic)
+        return Route(config=config, parts=1, grid=rows, workspace_words=0, n_env=n_env)
     s = spec.sm_count
     parts = 1
     if rows <= s // 2 and n_env >= SPLIT_MIN_N:
@@ -180,14 +229,28 @@ def route_dynamic(route: Route, n: int, k: int, lead: int = 0) -> RowPlan:
     return row_plan(n, k, lead, route.ladder)
 
 
-def routed_configs(spec: DeviceSpec) -> Iterator[StreamingConfig]:
+def routed_configs(spec: DeviceSpec) -> Iterator[StreamingConfig | RegisterConfig]:
     """Every distinct configuration :func:`route_static` produces for ``spec``, over the shapes
     at both sides of every routing boundary, in every call mode with and without values and
     deterministic ties."""
     s = spec.sm_count
-    seen: dict[StreamingConfig, None] = {}
+    seen: dict = {}
     for rows in sorted({1, 2, s // 2, s // 2 + 1, s, s + 1, 4 * s}):
-        for n_env in (SMALL_ROW_N, SMALL_ROW_N + 1, SPLIT_MIN_N - 1, SPLIT_MIN_N, 262144):
+        for n_env in (
+            2048,
+            2049,
+            SMALL_ROW_N,
+            SMALL_ROW_N + 1,
+            8192,
+            8193,
+            REGISTER_MAX_N,
+            REGISTER_MAX_N + 1,
+            REGISTER_WIDE_N,
+            REGISTER_WIDE_N + 1,
+            SPLIT_MIN_N - 1,
+            SPLIT_MIN_N,
+            262144,
+        ):
             for k in (512, MAX_K):
                 for mode in MODES:
                     for with_values in (False, True):

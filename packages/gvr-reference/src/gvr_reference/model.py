@@ -25,6 +25,12 @@ Paths (``Path``), in the order the kernel tries them:
 ``RESCUE_OVERFLOW``
     a rung left more survivors than the staging capacity: exact radix selection over the whole
     row, restricted to keys at or above that rung.
+``WHOLE_ROW``
+    register-resident family only: the row is longer than the registers hold (the caller's
+    envelope is below the row), so it is selected by an exact radix selection over the row
+    read from global memory.
+
+The register-resident family's decisions are modelled in :mod:`gvr_reference.register_model`.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ class Path(enum.IntEnum):
     RETRY = 3
     RESCUE_UNDERESTIMATE = 4
     RESCUE_OVERFLOW = 5
+    WHOLE_ROW = 6
 
 
 @dataclass(frozen=True)
@@ -130,20 +137,21 @@ def _bin_range(lo: int, hi: int, b: int, shift: int) -> tuple[int, int]:
     return lo_b, hi_b
 
 
-def narrow_threshold(keys: np.ndarray, j: int) -> tuple[int, int]:
+def narrow_threshold(keys: np.ndarray, j: int, lo: int = 0) -> tuple[int, int]:
     """A rung from a sample: a key ``T`` with ``j <= #(keys >= T) <= 2j`` (or a single key).
 
-    Radix narrowing from the full key range; it stops as soon as the crossing bin's lower edge
-    has at most ``2j`` sample keys at or above it, or the bin is a single key.
+    Radix narrowing from the key range ``[lo, KEY_MAX]``; it stops as soon as the crossing
+    bin's lower edge has at most ``2j`` sample keys at or above it, or the bin is a single key.
 
     Args:
         keys: uint32 sample keys.
-        j: target rank from the top, ``1 <= j <= keys.size``.
+        j: target rank from the top, ``1 <= j <= #(keys >= lo)``.
+        lo: the lowest key of the range (keys below it are not candidates).
 
     Returns:
         ``(T, count)`` with ``count = #(keys >= T)``.
     """
-    lo, hi, above = 0, 0xFFFFFFFF, 0
+    hi, above = 0xFFFFFFFF, 0
     while True:
         shift, hist = _level(keys, lo, hi)
         b, above_b = _crossing(hist, j - above)

@@ -23,6 +23,7 @@ __all__ = [
     "Window",
     "HistArgs",
     "EmitArgs",
+    "RegisterRow",
 ]
 
 
@@ -47,6 +48,7 @@ class Source:
     SAMPLE = 0  # the row sample (keys in shared memory)
     STAGE = 1  # the staged survivors (bits and positions in shared memory)
     ROW = 2  # the whole row, re-read from global memory
+    REGS = 3  # the row held in registers (a RegisterRow)
 
 
 class Rank:
@@ -123,3 +125,30 @@ class EmitArgs(NamedTuple):
     need_eq: Any
     thr: Any
     idx_max: Any
+
+
+class RegisterRow(NamedTuple):
+    """A row held in the registers of a CTA (``Source.REGS``), as each thread sees its part.
+
+    Slot ``i`` of the ``4 * vecs`` vector slots is lane ``q = i % 4`` of vector ``j = i // 4``,
+    at window position ``p0 + j * 4 * threads + q``; the last slot is the tail score at
+    ``tail_pos``. Slots outside the window hold key 0, which no selection range contains
+    (every real score's key is at least ``key(-inf) = 0x007FFFFF``; ranges start at 1).
+    Only DSL values live here (the tuple is carried through dynamic control flow); the CTA
+    size comes from the configuration at each use.
+
+    Attributes:
+        keys: the slots' order keys (a list of ``Uint32``; its length is ``4 * vecs + 1``).
+        p0: window position of slot 0 (``Int32``).
+        tail_pos: window position of the tail slot (``Int32``).
+    """
+
+    keys: Any
+    p0: Any
+    tail_pos: Any
+
+    def pos(self, i: int, threads: int):
+        """Window position of slot ``i`` (a trace-time index) in a CTA of ``threads``."""
+        if i == len(self.keys) - 1:
+            return self.tail_pos
+        return self.p0 + ((i // 4) * 4 * threads + i % 4)

@@ -126,16 +126,29 @@ def _histogram(cfg: cutlass.Constexpr, sh, win, src: cutlass.Constexpr, ha, coun
             _count_key(sh.hist, sh.sample[i], Boolean(True), ha.lo, ha.hi, ha.shift)
     if const_expr(src == Source.STAGE):
         for i in cutlass.range(tid, count, cfg.threads):
-            _count_entry(sh.hist, ha, sh.stage_bits[i], sh.stage_idx[i], Boolean(True))
+            value = sh.stage_bits[i]
+            if const_expr(_stages_keys(cfg)):
+                _count_key_or_index(sh.hist, ha, value, sh.stage_idx[i])
+            else:
+                _count_entry(sh.hist, ha, value, sh.stage_idx[i], Boolean(True))
     if const_expr(src == Source.ROW):
         emit = EmitArgs(None, None, Int32(0), Int32(0), Int32(0), Int32(0), Uint32(0), Uint32(0))
         visit_row(cfg, sh, win, Action.HIST, ha, emit)
+    if const_expr(src == Source.REGS):
+        regs = win
+        for i in cutlass.range_constexpr(len(regs.keys)):
+            _count_key_or_index(sh.hist, ha, regs.keys[i], regs.pos(i, cfg.threads))
 
 
 @cute.jit
 def _count_key(hist, key: Uint32, keep: Boolean, lo: Uint32, hi: Uint32, shift: Uint32):
     if keep & (key >= lo) & (key <= hi):
         cute.arch.atomic_add(hist.iterator + Int32((key - lo) >> shift), Int32(1))
+
+
+def _stages_keys(cfg) -> bool:
+    """Whether the family stages order keys (True) or raw score bits (False)."""
+    return getattr(cfg, "stages_keys", False)
 
 
 @cute.jit
@@ -147,6 +160,15 @@ def _count_entry(hist, ha, bits: Uint32, pos: Int32, ok: Boolean):
         )
     else:
         _count_key(hist, key, ok, ha.lo, ha.hi, ha.shift)
+
+
+@cute.jit
+def _count_key_or_index(hist, ha, key: Uint32, pos: Int32):
+    """One candidate given by its key (keys outside the window are 0 and never counted)."""
+    if const_expr(ha.rank == Rank.BY_INDEX):
+        _count_key(hist, Uint32(KEY_MAX) - Uint32(pos), key == ha.eq_key, ha.lo, ha.hi, ha.shift)
+    else:
+        _count_key(hist, key, Boolean(True), ha.lo, ha.hi, ha.shift)
 
 
 @cute.jit
@@ -196,10 +218,14 @@ def select_and_emit(
     hi: Uint32,
     count: Int32,
     merge: cutlass.Constexpr = None,
+    values_from=None,
 ):
-    """Exact selection over the staged survivors (``Source.STAGE``) or the whole row
-    (``Source.ROW``), then one emission pass writing all ``k`` slots of output row ``row``.
-    ``merge``: as in :func:`narrow`."""
+    """Exact selection over the staged survivors (``Source.STAGE``), the whole row
+    (``Source.ROW``) or a row in registers (``Source.REGS``: ``win`` is the
+    :class:`~.layout.RegisterRow`), then one emission pass writing all ``k`` slots of output
+    row ``row``. Families that stage order keys (``cfg.stages_keys``) and ``Source.REGS``
+    read the selected scores' value bits back through ``values_from`` (the row's
+    :class:`~.layout.Window`). ``merge``: as in :func:`narrow`."""
     tid, _, _ = cute.arch.thread_idx()
     thr, need_eq, count_thr = narrow(
         cfg, sh, win, src, Rank.BY_KEY, Goal.SELECT, k, lo, hi, Uint32(0), count, merge
@@ -233,11 +259,35 @@ def select_and_emit(
             i = ib + tid
             ok = i < count
             j = cutlass.select_(ok, i, Int32(0))
-            _emit_entry(cfg, sh.ctl, ea, sh.stage_bits[j], sh.stage_idx[j], ok)
+            if const_expr(_stages_keys(cfg)):
+                _emit_key(cfg, sh.ctl, ea, sh.stage_bits[j], sh.stage_idx[j], ok, values_from)
+            else:
+                _emit_entry(cfg, sh.ctl, ea, sh.stage_bits[j], sh.stage_idx[j], ok)
     if const_expr(src == Source.ROW):
         ha = HistArgs(Rank.BY_KEY, Uint32(0), Uint32(0), Uint32(0), Uint32(0))
         visit_row(cfg, sh, win, Action.EMIT, ha, ea)
+    if const_expr(src == Source.REGS):
+        _emit_registers(cfg, sh.ctl, ea, win, values_from)
     cute.arch.barrier()
+
+
+@cute.jit
+def _emit_registers(cfg: cutlass.Constexpr, ctl, ea, regs, values_from):
+    """Emission from a :class:`~.layout.RegisterRow`."""
+    for i in cutlass.range_constexpr(len(regs.keys)):
+        _emit_key(cfg, ctl, ea, regs.keys[i], regs.pos(i, cfg.threads), Boolean(True), values_from)
+
+
+@cute.jit
+def _emit_key(cfg: cutlass.Constexpr, ctl, ea, key: Uint32, pos: Int32, ok, values_from):
+    """Emission of a candidate given by its key; its value bits are read back from
+    ``values_from`` (the row's window ``base``/``lead``) only when values are written."""
+
+    def bits():
+        return load_scalar(values_from.base + (values_from.lead + pos))
+
+    is_eq = ok & (key == ea.thr) & (Uint32(pos) <= ea.idx_max)
+    _emit_one(cfg, ctl, ea, bits, pos, ok & (key > ea.thr), is_eq)
 
 
 @cute.jit
@@ -255,9 +305,7 @@ def _emit_entry(cfg: cutlass.Constexpr, ctl, ea, bits: Uint32, pos: Int32, ok: B
 
 
 @cute.jit
-def _emit_one(
-    cfg: cutlass.Constexpr, ctl, ea, bits: Uint32, pos: Int32, is_gt: Boolean, is_eq: Boolean
-):
+def _emit_one(cfg: cutlass.Constexpr, ctl, ea, bits, pos: Int32, is_gt: Boolean, is_eq: Boolean):
     """Warp-aggregated emission: keys above the threshold fill slots ``[0, n_gt)``, the
     first ``need_eq`` equal keys fill ``[n_gt, k)``."""
     lane = cute.arch.lane_idx()
@@ -281,8 +329,10 @@ def _emit_one(
 
 
 @cute.jit
-def write_slot(cfg: cutlass.Constexpr, ea, slot: Int32, pos: Int32, bits: Uint32):
-    """Write one selected entry: its index, and its value bits when ``cfg.with_values``."""
+def write_slot(cfg: cutlass.Constexpr, ea, slot: Int32, pos: Int32, bits):
+    """Write one selected entry: its index, and its value bits when ``cfg.with_values``
+    (``bits``: the raw bits, or a function that reads them, called only then)."""
     ea.out[ea.row, slot] = pos
     if const_expr(cfg.with_values):
-        store_u32(ea.values.iterator + (Int64(ea.row) * Int64(ea.k) + Int64(slot)), bits)
+        value = bits() if callable(bits) else bits
+        store_u32(ea.values.iterator + (Int64(ea.row) * Int64(ea.k) + Int64(slot)), value)

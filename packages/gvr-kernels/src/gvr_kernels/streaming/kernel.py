@@ -42,13 +42,14 @@ from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import Path
 
-from ..device import shared, warp
+from ..device import shared
 from ..device.keys import KEY_MAX, NEG_FLT_MAX_BITS, order_key, stream_threshold, survives
 from ..device.layout import Ctl, Goal, Rank, Source, Window
 from ..device.memory import load_coherent, load_scalar, prefetch_l2, store_u32
 from ..device.ops import DEVICE_OPS
 from ..device.sampling import load_sample
 from ..device.select import narrow, select_and_emit
+from ..device.staging import stage_selected
 from ..device.tiles import load_tile
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, WS_HEADER_WORDS, StreamingConfig
 
@@ -323,7 +324,7 @@ class StreamingTopK:
                 ok = t < n
                 bits = load_scalar(base + (lead + cutlass.select_(ok, t, Int32(0))))
                 sel = ok & survives(bits, raw_thr)
-                self._stage_selected(sh, [(bits, t, sel)])
+                stage_selected(cfg.capacity, sh, [(bits, t, sel)])
         cute.arch.barrier()
         return sh.ctl[Ctl.CNT]
 
@@ -331,45 +332,15 @@ class StreamingTopK:
     def _stage_tile(self, sh, regs, oks, vs, lead: Int32, lane_ok, raw_thr: Uint32):
         """Test a tile's scores (the hot loop: a few integer operations per score), then stage
         the survivors."""
+        cfg = self.cfg
         elems = []
-        for u in cutlass.range_constexpr(self.cfg.unroll):
+        for u in cutlass.range_constexpr(cfg.unroll):
             first = vs[u] == 0
             for q in cutlass.range_constexpr(4):
                 valid = oks[u] & (lane_ok[q] | ~first)
                 sel = valid & survives(regs[u][q], raw_thr)
                 elems.append((regs[u][q], vs[u] * 4 + q - lead, sel))
-        self._stage_selected(sh, elems)
-
-    @cute.jit
-    def _stage_selected(self, sh, elems):
-        """Warp-aggregated staging of a per-thread list of ``(bits, pos, selected)``.
-
-        Slots come from one shared atomic per warp; a slot at or past the capacity is counted
-        but not written, so overflow is detected without writing out of bounds.
-        """
-        lane = cute.arch.lane_idx()
-        cnt = Int32(0)
-        for _bits, _pos, sel in elems:
-            cnt = cnt + cutlass.select_(sel, Int32(1), Int32(0))
-        if cute.arch.vote_any_sync(cnt > 0):
-            incl = warp.inclusive_sum(cnt)
-            total = warp.broadcast(incl, Int32(31))
-            slot0 = Int32(0)
-            if lane == 31:
-                slot0 = cute.arch.atomic_add(sh.ctl.iterator + Ctl.CNT, total)
-            slot = warp.broadcast(slot0, Int32(31)) + incl - cnt
-            top = Uint32(0)
-            for i in cutlass.range_constexpr(len(elems)):
-                bits, pos, sel = elems[i]
-                if sel:
-                    if slot < self.cfg.capacity:
-                        sh.stage_bits[slot] = bits
-                        sh.stage_idx[slot] = pos
-                    slot = slot + 1
-                    top = cutlass.max(top, order_key(bits))
-            if cnt > 0:
-                max_ptr = cute.recast_ptr(sh.ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
-                cute.arch.atomic_max(max_ptr, top)
+        stage_selected(cfg.capacity, sh, elems)
 
     # ------------------------------------------------------------------ split rows
     @cute.jit

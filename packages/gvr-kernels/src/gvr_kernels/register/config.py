@@ -1,0 +1,147 @@
+"""Compile key of the register-resident family: a frozen dataclass with a readable name.
+
+A CTA holds a whole row in registers (``threads`` threads x ``vecs`` 16-byte vectors, plus a
+0-3 score tail): one read, no staging, no capacity overflow by construction (see
+``gvr_reference.register_model`` for the per-row decisions and their CPU model). The
+shared-memory layout is written here once (:meth:`RegisterConfig.shared_layout`). This
+module imports no CuTe DSL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gvr_reference.register_model import RegisterParams
+
+__all__ = ["RegisterConfig", "MODES", "HIST_BINS", "CTL_WORDS", "SMEM_ALIGN"]
+
+MODES = ("decode", "prefill", "full")
+HIST_BINS = 256
+CTL_WORDS = 16
+#: Byte alignment of every shared-memory array.
+SMEM_ALIGN = 16
+
+
+@dataclass(frozen=True)
+class RegisterConfig:
+    """Compile key of the register-resident family (one CTA per row, the row in registers).
+
+    Attributes:
+        mode: where row windows come from: ``"decode"``, ``"prefill"`` or ``"full"`` (as in
+            ``StreamingConfig``).
+        threads: CTA size (256, 512 or 1024).
+        vecs: 16-byte vectors each thread holds (1 to 8); a row of up to
+            ``4 * threads * vecs`` scores fits.
+        aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
+        capacity: staging entries (order key and position, 8 bytes each in shared memory) for
+            the keys at or above the rung; more of them select from the registers instead.
+        resident: CTAs per SM the register budget is built for (``min_blocks_per_mp``).
+        with_values: also write the fp32 values of the selection (``-FLT_MAX`` beside ``-1``).
+        deterministic: the K-th value's tie class yields its smallest indices.
+        record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
+            tensor.
+    """
+
+    mode: str = "decode"
+    threads: int = 1024
+    vecs: int = 4
+    aim_mult: int = 2
+    capacity: int = 8192
+    resident: int = 1
+    with_values: bool = False
+    deterministic: bool = False
+    record_paths: bool = False
+
+    #: The family this configuration belongs to (``gvr_kernels.registry``).
+    family = "register"
+    #: 16-byte vectors per thread per tile when an oversize row is read from global memory.
+    unroll = 4
+    #: The staging buffer holds order keys (the selected values are read back from memory).
+    stages_keys = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.threads not in (256, 512, 1024):
+            raise ValueError(f"threads must be 256, 512 or 1024, got {self.threads}")
+        if not 1 <= self.vecs <= 8:
+            raise ValueError(f"vecs must be in [1, 8], got {self.vecs}")
+        if self.resident < 1 or self.resident * self.threads > 2048:
+            raise ValueError(
+                f"resident must be in [1, {2048 // self.threads}], got {self.resident}"
+            )
+        if self.capacity < self.threads or self.capacity % 4:
+            raise ValueError(
+                f"capacity must be a multiple of 4 and >= threads, got {self.capacity}"
+            )
+        _ = self.params  # validates aim_mult
+
+    @property
+    def params(self) -> RegisterParams:
+        """The per-row decision parameters (``gvr_reference.register_model``)."""
+        return RegisterParams(
+            threads=self.threads, vecs=self.vecs, aim_mult=self.aim_mult, capacity=self.capacity
+        )
+
+    @property
+    def max_n(self) -> int:
+        """Longest row held in registers (longer rows are still exact, read from memory)."""
+        return self.params.max_n
+
+    @property
+    def max_k(self) -> int:
+        """Largest K this configuration serves."""
+        return 2048
+
+    def shared_layout(self) -> tuple[tuple[str, str, int], ...]:
+        """The CTA's shared-memory arrays in allocation order, ``(name, dtype, count)``."""
+        return (
+            ("hist", "i32", HIST_BINS),
+            ("ctl", "i32", CTL_WORDS),
+            ("sample", "u32", self.threads),
+            ("stage_bits", "u32", self.capacity),
+            ("stage_idx", "i32", self.capacity),
+        )
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory per CTA (bytes): the arrays of :meth:`shared_layout`."""
+        total = 0
+        for _, _, count in self.shared_layout():
+            total = -(-total // SMEM_ALIGN) * SMEM_ALIGN + 4 * count
+        return total
+
+    @property
+    def resident_ctas(self) -> int:
+        """CTAs per SM the configuration is built for."""
+        return self.resident
+
+    @property
+    def workspace_words_per_row(self) -> int:
+        """No global workspace."""
+        return 0
+
+    @property
+    def split(self) -> bool:
+        """One CTA per row, always."""
+        return False
+
+    @property
+    def name(self) -> str:
+        """A short readable name, unique per configuration."""
+        parts = [
+            "register",
+            self.mode,
+            f"t{self.threads}",
+            f"v{self.vecs}",
+            f"a{self.aim_mult}",
+            f"c{self.capacity}",
+            f"r{self.resident}",
+        ]
+        if self.with_values:
+            parts.append("values")
+        if self.deterministic:
+            parts.append("det")
+        if self.record_paths:
+            parts.append("paths")
+        return "_".join(parts)

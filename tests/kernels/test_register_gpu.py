@@ -1,0 +1,260 @@
+"""Device tests of the register-resident family (``pytest -m gpu`` on an H200).
+
+Every result is checked by the CPU validator of ``gvr_reference`` on fresh random rows (seed
+printed; replay with ``GVR_TEST_SEED``), with ``+3e38`` poison beyond every valid length, for
+each configuration of :data:`CONFIGS` forced directly (not through the router), and the path
+every row took is compared with the CPU model (``gvr_reference.register_model``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+from gvr_reference import validate
+from gvr_reference.model import Path
+from gvr_reference.oracle import topk_windows
+from gvr_reference.register_model import sample_positions, simulate_row
+from gvr_reference.windows import RowWindows
+from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+SEED = int(os.environ.get("GVR_TEST_SEED", time.time_ns() % (1 << 31)))
+ROWS_CHECKED = {"n": 0}
+FAMILIES = (
+    "gaussian",
+    "dsa_like",
+    "tie_flood",
+    "two_valued",
+    "constant",
+    "hidden_peaks",
+    "position_skew",
+    "pos_inf",
+    "neg_inf",
+    "denormals",
+    "signed_zero",
+    "nan",
+    "quantized",
+    "near_flt_max",
+)
+#: (threads, vecs): every shape the router uses and the extremes of the family.
+SHAPES = [(256, 1), (512, 2), (512, 4), (1024, 4), (512, 8), (1024, 8)]
+
+
+@pytest.fixture(scope="module")
+def kp():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from gvr_kernels.testing import KernelProvider
+
+    print(f"\nseed {SEED}")
+    return KernelProvider()
+
+
+def rng(*salt):
+    return np.random.default_rng([SEED, *salt])
+
+
+def config(threads, vecs, **kw):
+    from gvr_kernels.register import RegisterConfig
+
+    return RegisterConfig(threads=threads, vecs=vecs, **kw)
+
+
+def launch(kp, cfg, mode, logits, a, b, k, **kw):
+    """Run ``cfg`` (its call-mode fields replaced by the arguments, as the provider does)."""
+    from gvr_kernels.routing import Route
+
+    rows = logits.shape[0]
+    route = Route(config=cfg, parts=1, grid=rows, workspace_words=0, n_env=logits.shape[1])
+    return kp.launch(mode, logits, a, b, k, route=route, **kw)
+
+
+def to_device(batch):
+    arena = torch.from_numpy(np.ascontiguousarray(batch.arena)).cuda()
+    return arena[:, : batch.width]
+
+
+def stride_of(width):
+    return -(-width // 4) * 4
+
+
+def check(batch, out, values=None, det=False):
+    o = out.cpu().numpy()
+    v = None if values is None else values.cpu().numpy()
+    report = validate.check_topk(batch.logits, batch.windows, batch.k, o, v)
+    assert report.ok, report.summary()
+    if det:
+        want = topk_windows(batch.logits, batch.windows, batch.k, deterministic=True)
+        assert np.array_equal(np.sort(want, axis=1), np.sort(o, axis=1)), "tie choice"
+    ROWS_CHECKED["n"] += batch.rows
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"t{t}v{v}" for t, v in SHAPES])
+@pytest.mark.parametrize("k", [512, 1024, 2048])
+def test_families_exact(kp, shape, k):
+    """Every value family at lengths from 0 to past the registers (the oversize rows take
+    the whole-row selection from memory), one launch per family."""
+    cap = 4 * shape[0] * shape[1]
+    width = cap + 37
+    for i, family in enumerate(FAMILIES):
+        batch = make_decode_batch(
+            rng(1, k, *shape, i),
+            batch=32,
+            k=k,
+            width=width,
+            row_stride=stride_of(width) + 4,
+            family=family,
+            lengths="ragged" if i % 2 else "edge",
+        )
+        logits = to_device(batch)
+        kv = torch.from_numpy(batch.kv_lens).cuda()
+        out, _, _, _ = launch(kp, config(*shape), "decode", logits, kv, None, k)
+        check(batch, out)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"t{t}v{v}" for t, v in SHAPES])
+def test_mtp_and_compression(kp, shape):
+    cap = 4 * shape[0] * shape[1]
+    for k, nn, cr in ((512, 2, 1), (1024, 3, 4), (2048, 4, 4), (7, 2, 1)):
+        width = cap if cr == 1 else cap - 5
+        batch = make_decode_batch(
+            rng(2, k, nn, cr, *shape),
+            batch=32,
+            next_n=nn,
+            compress_ratio=cr,
+            k=k,
+            width=width,
+            row_stride=stride_of(width),
+            family="dsa_like",
+            lengths="edge",
+        )
+        logits = to_device(batch)
+        kv = torch.from_numpy(batch.kv_lens).cuda()
+        out, _, _, _ = launch(kp, config(*shape), "decode", logits, kv, None, k, next_n=nn, cr=cr)
+        check(batch, out)
+
+
+@pytest.mark.parametrize("det", [False, True])
+@pytest.mark.parametrize("shape", [(512, 2), (1024, 4), (1024, 8)], ids=str)
+def test_values_and_tie_modes(kp, shape, det):
+    cap = 4 * shape[0] * shape[1]
+    for k, family in ((512, "quantized"), (2048, "two_valued"), (1024, "signed_zero")):
+        for fam in (family, "nan", "constant"):
+            batch = make_decode_batch(
+                rng(3, k, det, *shape, FAMILIES.index(fam)),
+                batch=40,
+                k=k,
+                width=cap,
+                row_stride=cap,
+                family=fam,
+                lengths="ragged",
+            )
+            logits = to_device(batch)
+            kv = torch.from_numpy(batch.kv_lens).cuda()
+            cfg = config(*shape)
+            out, val, _, _ = launch(kp, cfg, "decode", logits, kv, None, k, values=True, det=det)
+            check(batch, out, val, det=det)
+
+
+@pytest.mark.parametrize("shape", [(512, 2), (1024, 4), (1024, 8)], ids=str)
+def test_prefill_windows_and_full_rows(kp, shape):
+    cap = 4 * shape[0] * shape[1]
+    for k in (512, 2048):
+        batch = make_prefill_batch(
+            rng(4, k, *shape),
+            rows=300,
+            k=k,
+            width=cap + 9,
+            row_stride=stride_of(cap + 9),
+            family="gaussian",
+            misaligned=True,
+        )
+        logits = to_device(batch)
+        s = torch.from_numpy(batch.row_starts).cuda()
+        e = torch.from_numpy(batch.row_ends).cuda()
+        out, val, _, _ = launch(kp, config(*shape), "prefill", logits, s, e, k, values=True)
+        check(batch, out, val)
+        dense = make_dense_batch(
+            rng(5, k, *shape), rows=64, k=k, width=cap - 1, row_stride=cap, family="dsa_like"
+        )
+        logits = to_device(dense)
+        out, _, _, _ = launch(kp, config(*shape), "full", logits, None, None, k)
+        check(dense, out)
+
+
+@pytest.mark.parametrize("shape", [(512, 4), (1024, 8)], ids=str)
+def test_forced_paths_match_the_model(kp, shape):
+    """Rows built to reach every path; the kernel's recorded path equals the CPU model's and
+    every answer is exact."""
+    from gvr_reference.register_model import RegisterParams, register_plan
+
+    threads, vecs = shape
+    cap = 4 * threads * vecs
+    k = 512
+    params = RegisterParams(threads, vecs, capacity=2048)
+    b = 60
+    width = cap + 64
+    g = rng(6, *shape)
+    x = g.standard_normal((b, width)).astype(np.float32)
+    kv = np.full(b, cap, np.int32)
+    for r in range(b):
+        kind = r % 6
+        n = int(kv[r])
+        pos = sample_positions(n, 0, params)
+        j1 = register_plan(n, k, int(pos.size), params.aim_mult).j1
+        if kind == 1:  # the top sample ranks are huge: the rung is above the K-th key
+            x[r, pos[:j1]] = 1000.0 + np.arange(j1, dtype=np.float32)
+        elif kind == 2:  # short rows
+            kv[r] = [k - 1, k, 0][r % 3]
+        elif kind == 3:  # unsampled rows
+            kv[r] = 4 * k
+        elif kind == 4:  # longer than the registers hold
+            kv[r] = width - r % 4
+        elif kind == 5:  # a crowded tie class above the rung: more keys than the staging
+            x[r, g.random(width) < 0.3] = 2.5
+    windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
+    want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(b)])
+    logits = torch.from_numpy(x).cuda()
+    cfg = config(threads, vecs, capacity=2048)
+    out, _, paths, _ = launch(
+        kp, cfg, "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True
+    )
+    got = paths.cpu().numpy()
+    assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
+    expected = {
+        Path.FIRST,
+        Path.RESCUE_UNDERESTIMATE,
+        Path.RESCUE_OVERFLOW,
+        Path.WHOLE_ROW,
+        Path.SHORT,
+        Path.UNSAMPLED,
+    }
+    assert expected <= {Path(int(v)) for v in want}
+    report = validate.check_topk(x, windows, k, out.cpu().numpy())
+    assert report.ok, report.summary()
+    ROWS_CHECKED["n"] += b
+
+
+def test_many_rows(kp):
+    """A large batch (many CTAs resident per SM) of short and mid rows."""
+    for k, width, shape, resident in ((512, 4096, (512, 2), 2), (2048, 16384, (1024, 4), 1)):
+        batch = make_decode_batch(
+            rng(7, k), batch=3000, k=k, width=width, row_stride=width, lengths="ragged"
+        )
+        logits = to_device(batch)
+        kv = torch.from_numpy(batch.kv_lens).cuda()
+        out, _, _, _ = launch(kp, config(*shape, resident=resident), "decode", logits, kv, None, k)
+        check(batch, out)
+
+
+def test_zz_rows_checked():
+    """The run checked at least 20,000 fresh random rows against the oracle."""
+    if ROWS_CHECKED["n"] == 0:
+        pytest.skip("no device tests ran")
+    print(f"\nregister family: rows checked against the oracle: {ROWS_CHECKED['n']} (seed {SEED})")
+    assert ROWS_CHECKED["n"] >= 20000

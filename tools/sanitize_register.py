@@ -1,0 +1,54 @@
+"""Small launches of every register-resident launch shape and path, exactness-checked, for
+``compute-sanitizer`` (memcheck / racecheck / synccheck)::
+
+    GVR_AOT_DIR=.aot compute-sanitizer --tool racecheck python3 tools/sanitize_register.py
+
+Covers one-vector and eight-vector CTAs, sampled rows (the rung), underestimated rungs, short
+and unsampled rows, rows longer than the registers (the whole-row selection from memory),
+values and the deterministic tie mode, prefill windows. Exit status 1 on an inexact row.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from gvr_kernels.register import RegisterConfig
+from gvr_kernels.routing import Route
+from gvr_kernels.testing import KernelProvider, check_windows
+
+
+def main() -> int:
+    kp = KernelProvider()
+    g = torch.Generator(device="cuda").manual_seed(7)
+    bad = 0
+    for (threads, vecs), k in (((512, 2), 512), ((1024, 8), 2048), ((256, 1), 64)):
+        cap = 4 * threads * vecs
+        width = cap + 40
+        x = torch.randn(6, width, generator=g, device="cuda")
+        x[1, :] = 0.5  # one tie class
+        x[2, ::7] = 1e6  # a rung far above the K-th key
+        kv = torch.tensor([cap, cap, cap, k, 4 * k, width], dtype=torch.int32, device="cuda")
+        for values, det in ((False, False), (True, True)):
+            cfg = RegisterConfig(threads=threads, vecs=vecs, with_values=values,
+                                 deterministic=det)  # fmt: skip
+            route = Route(config=cfg, parts=1, grid=6, workspace_words=0, n_env=width)
+            out, _, _, _ = kp.launch("decode", x, kv, None, k, values=values, det=det,
+                                     route=route)  # fmt: skip
+            zeros = torch.zeros(6, dtype=torch.int64, device="cuda")
+            bad += int((~check_windows(x, zeros, kv.to(torch.int64), k, out)).sum())
+        s = torch.tensor([0, 1, 3, 5], dtype=torch.int32, device="cuda")
+        e = torch.tensor([cap, cap - 2, cap // 2, 9], dtype=torch.int32, device="cuda")
+        cfg = RegisterConfig(mode="prefill", threads=threads, vecs=vecs, with_values=True)
+        route = Route(config=cfg, parts=1, grid=4, workspace_words=0, n_env=width)
+        out, _, _, _ = kp.launch("prefill", x[:4], s, e, k, values=True, route=route)
+        bad += int(
+            (~check_windows(x[:4], s.to(torch.int64), (e - s).to(torch.int64), k, out)).sum()
+        )
+    torch.cuda.synchronize()
+    print(f"inexact rows: {bad}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

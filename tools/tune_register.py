@@ -1,0 +1,101 @@
+"""Tune table of the register-resident family against the streaming route (run on the GPU).
+
+    python tools/tune_register.py --out results/tune_register.json
+
+For every (K, n, batch) cell of a grid of full-length gaussian rows, times each register
+configuration that holds the row (cold L2, CUDA events, median) and the streaming family's
+route, after checking each result exact. The routing rules in ``gvr_kernels.routing`` are read
+off this table (``benchmarks/results/h200/tune_register.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+from gvr_kernels.register import RegisterConfig
+from gvr_kernels.routing import Route, route_static
+from gvr_kernels.testing import KernelProvider, check_windows
+
+SHAPES = [(256, 2), (512, 1), (512, 2), (1024, 1), (512, 4), (1024, 2), (1024, 4), (512, 8),
+          (1024, 8)]  # fmt: skip
+
+
+def timed(fn, flush, reps):
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--ks", default="512,1024,2048")
+    ap.add_argument("--ns", default="2048,4096,8192,16384,32768")
+    ap.add_argument("--bs", default="1,8,32,128,512,2048")
+    args = ap.parse_args()
+    kp = KernelProvider()
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    rows_out, bad = [], 0
+    for k in map(int, args.ks.split(",")):
+        for n in map(int, args.ns.split(",")):
+            if n <= k:
+                continue
+            for b in map(int, args.bs.split(",")):
+                x = torch.randn(b, n, generator=g, device="cuda")
+                kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
+                zeros = torch.zeros(b, dtype=torch.int64, device="cuda")
+                lens = torch.full((b,), n, dtype=torch.int64, device="cuda")
+                cands = [("streaming", route_static(kp.spec, rows=b, n_env=n, k=k))]
+                for threads, vecs in SHAPES:
+                    if 4 * threads * vecs < n or 4 * threads * vecs >= 4 * n:
+                        continue
+                    for resident in (1, 2) if threads <= 512 else (1,):
+                        cfg = RegisterConfig(threads=threads, vecs=vecs, resident=resident)
+                        r = Route(config=cfg, parts=1, grid=b, workspace_words=0, n_env=n)
+                        cands.append((cfg.name, r))
+                cell = {"k": k, "n": n, "b": b}
+                for name, route in cands:
+                    try:
+                        out, _, _, _ = kp.launch("decode", x, kv, None, k, route=route)
+                    except KeyError:  # not in the ahead-of-time export
+                        continue
+                    ok = bool(check_windows(x, zeros, lens, k, out).all())
+                    if not ok:
+                        bad += 1
+                        cell[name] = None
+                        continue
+                    fn = kp.get(route.config)
+                    res = [x, kv, kp.dummy_i, out, torch.zeros((1, 1), device="cuda"),
+                           kp.workspace, kp.dummy_i, k, 1, 0, route.parts]  # fmt: skip
+                    cell[name] = timed(lambda: fn(*res), flush, args.reps)
+                timed_ = {nm: v for nm, v in cell.items() if nm not in ("k", "n", "b")}
+                best = min((v, nm) for nm, v in timed_.items() if v)
+                each = " ".join(
+                    f"{nm.replace('register_decode_', 'r_')}:{v:.1f}" if v else f"{nm}:BAD"
+                    for nm, v in timed_.items()
+                )
+                print(f"k={k} n={n} b={b} best={best[1]} {best[0]:.1f}us {each}", flush=True)
+                rows_out.append(cell)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(rows_out, f, indent=1)
+    print(f"inexact launches: {bad}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
