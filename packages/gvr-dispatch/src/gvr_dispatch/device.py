@@ -82,6 +82,14 @@ class CudaRuntime:
             raise RuntimeError("no CUDA device is available")
         return torch.device("cuda", torch.cuda.current_device())
 
+    @staticmethod
+    def kernel_arg(tensor):
+        """``tensor`` as the compiled kernels take it: a TVM-FFI tensor view (same memory,
+        keeps ``tensor`` alive), so a tensor passed on every call is converted only once."""
+        import tvm_ffi
+
+        return tvm_ffi.from_dlpack(tensor)
+
     def synchronize(self, device) -> None:
         """Wait for the device's work (used at the end of a warmup)."""
         self._torch.cuda.synchronize(device)

@@ -77,6 +77,7 @@ class Dispatcher:
         self.cache = cache if cache is not None else KernelCache()
         self._kernel_type = self.runtime.kernel_device_type
         self._is_kernel_tensor = operator.attrgetter(f"is_{self._kernel_type}")
+        self._kernel_arg = getattr(self.runtime, "kernel_arg", None)
         self._launches: dict[LaunchKey, Launch] = {}
         self._specs: dict = {}
         self._dummies: dict[int, Dummies] = {}
@@ -219,7 +220,7 @@ class Dispatcher:
                     return None
                 ws = ws.tensor
         else:
-            ws = d.workspace
+            ws = d.arg_workspace
         if out is None:
             out = logits.new_empty((rows, k), dtype=_i32)
         if want_values and values is None:
@@ -227,8 +228,8 @@ class Dispatcher:
         # gvr_kernels.abi.KernelArgs, positionally (a keyword-built record costs a microsecond
         # here); the dispatch tests check every launch against KernelArgs.
         launch.fn(
-            logits, kv_lens, d.i32, out, values if want_values else d.values, ws, d.i32,
-            k, next_n, cr_shift, launch.parts,
+            logits, kv_lens, d.arg_i32, out, values if want_values else d.arg_values, ws,
+            d.arg_i32, k, next_n, cr_shift, launch.parts,
         )  # fmt: skip
         return (out, values) if want_values else out
 
@@ -507,7 +508,7 @@ class Dispatcher:
             else:
                 ws = self._stream_workspace(dev, device).tensor
         else:
-            ws = launch.dummies.workspace
+            ws = launch.dummies.arg_workspace
 
         if out is None:
             out = torch.empty((rows, k), dtype=_i32, device=device)
@@ -516,12 +517,12 @@ class Dispatcher:
         d = launch.dummies
         args = (  # gvr_kernels.abi.KernelArgs, positionally (see _decode_fast)
             view,
-            lens_a if lens_a is not None else d.i32,
-            lens_b if lens_b is not None else d.i32,
+            lens_a if lens_a is not None else d.arg_i32,
+            lens_b if lens_b is not None else d.arg_i32,
             out,
-            values if kernel_values else d.values,
+            values if kernel_values else d.arg_values,
             ws,
-            d.i32,
+            d.arg_i32,
             k,
             next_n,
             cr_shift,
@@ -615,7 +616,7 @@ class Dispatcher:
     def _dummies_for(self, dev: int, device) -> Dummies:
         d = self._dummies.get(dev)
         if d is None:
-            d = self._dummies[dev] = Dummies.allocate(device)
+            d = self._dummies[dev] = Dummies.allocate(device, self._kernel_arg)
         return d
 
     def _stream_workspace(self, dev: int, device, stream_key: int | None = None) -> Workspace:

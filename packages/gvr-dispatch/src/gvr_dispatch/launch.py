@@ -30,19 +30,25 @@ class Dummies:
         i32: int32 ``[1]`` (unused ``lens_a``/``lens_b``, and ``paths``).
         values: float32 ``[1, 1]`` (``values`` of a configuration without values).
         workspace: uint32 ``[4]``, 16-byte aligned (``workspace`` of a single-CTA launch).
+        arg_i32, arg_values, arg_workspace: the same three as the kernel call takes them
+            (``CudaRuntime.kernel_arg``: converted once to TVM-FFI tensors, so a hot call
+            does not convert them again; the torch tensors themselves elsewhere).
     """
 
     i32: torch.Tensor
     values: torch.Tensor
     workspace: torch.Tensor
+    arg_i32: object
+    arg_values: object
+    arg_workspace: object
 
     @classmethod
-    def allocate(cls, device) -> Dummies:
-        return cls(
-            i32=torch.zeros(1, dtype=torch.int32, device=device),
-            values=torch.zeros((1, 1), dtype=torch.float32, device=device),
-            workspace=torch.zeros(4, dtype=torch.int32, device=device).view(torch.uint32),
-        )
+    def allocate(cls, device, kernel_arg=None) -> Dummies:
+        i32 = torch.zeros(1, dtype=torch.int32, device=device)
+        values = torch.zeros((1, 1), dtype=torch.float32, device=device)
+        workspace = torch.zeros(4, dtype=torch.int32, device=device).view(torch.uint32)
+        conv = kernel_arg if kernel_arg is not None else (lambda t: t)
+        return cls(i32, values, workspace, conv(i32), conv(values), conv(workspace))
 
 
 @dataclass(frozen=True)
