@@ -3,29 +3,65 @@
 The packages install from their local paths in dependency order:
 gvr-reference <- gvr-kernels <- gvr-dispatch <- gvr-integration.
 
-On a CPU-only machine torch comes from ``pip install torch==2.13.0`` (a local CPU build);
-a bare ``torch`` requirement would download a CUDA build of several GB, so every session
-that needs torch installs that pin before any package that depends on it.
+Interpreter: every session runs on the Python that runs nox (``python3 -m nox ...``), or on
+the one named by ``GVR_NOX_PYTHON`` (a version such as ``3.12`` found on PATH, or a path to
+an interpreter). A missing interpreter is an error, never a skipped session that exits 0.
+
+torch is not a dependency of any package: the caller provides a CPU or a CUDA build. The
+sessions that need it install ``GVR_TORCH_PIN`` (default ``torch==2.13.0``, the tested
+release) before any package that imports it.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 import nox
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
+# A session whose interpreter is missing fails (nox would otherwise skip it and exit 0).
+nox.options.error_on_missing_interpreters = True
 
 PACKAGES = ["gvr-reference", "gvr-kernels", "gvr-dispatch", "gvr-integration"]
 TORCH_PIN = os.environ.get("GVR_TORCH_PIN", "torch==2.13.0")
-PYTHON = os.environ.get("GVR_NOX_PYTHON", "3.11")
+# None: the interpreter running nox.
+PYTHON = os.environ.get("GVR_NOX_PYTHON") or None
+
+#: One smoke call per layer, run in a clean venv after its documented install.
+SMOKE = {
+    "gvr-reference": (
+        "import numpy as np; from gvr_reference import cpu_engine; "
+        "x = np.arange(10, dtype=np.float32)[None]; "
+        "got = cpu_engine.dense(x, 3, sorted=True).tolist(); "
+        "assert got == [[9, 8, 7]], got; print('gvr-reference ok', got)"
+    ),
+    "gvr-kernels": (
+        "import gvr_kernels.streaming; from gvr_kernels.library import routable_configs; "
+        "n = len(list(routable_configs())); assert n > 0, n; "
+        "print('gvr-kernels ok:', n, 'routable kernel configurations')"
+    ),
+    "gvr-dispatch": (
+        "import torch, gvr_dispatch as gvr; "
+        "got = gvr.topk(torch.arange(10.0)[None], 3, sorted=True).tolist(); "
+        "assert got == [[9, 8, 7]], got; print('gvr-dispatch ok', got)"
+    ),
+    "gvr-integration": (
+        "import torch, gvr_integration as gi; "
+        "got = gi.topk_decode(torch.arange(10.0)[None], torch.tensor([10], dtype=torch.int32),"
+        " 3).sort(dim=1).values.tolist(); "
+        "assert got == [[7, 8, 9]], got; print('gvr-integration ok', got)"
+    ),
+}
+#: Layers that import torch (the caller installs it first).
+NEEDS_TORCH = {"gvr-dispatch", "gvr-integration"}
 
 
 def _install(session: nox.Session, upto: str = "gvr-integration", extras: str = "") -> None:
     """Install torch (when needed) and the local packages up to ``upto``, in order."""
     wanted = PACKAGES[: PACKAGES.index(upto) + 1]
-    if "gvr-dispatch" in wanted:
+    if NEEDS_TORCH & set(wanted):
         session.install(TORCH_PIN)
     for name in wanted:
         spec = f"./packages/{name}"
@@ -40,6 +76,41 @@ def tests(session: nox.Session) -> None:
     _install(session, extras="test")
     session.install("nvidia-cuda-cuobjdump>=13.0")
     session.run("pytest", "-m", "not gpu and not slow", "-q", *session.posargs)
+
+
+@nox.session(python=PYTHON, reuse_venv=False)
+@nox.parametrize("layer", PACKAGES)
+def install_check(session: nox.Session, layer: str) -> None:
+    """Each layer's documented install in a fresh venv, then an import and one smoke call.
+
+    The install is the README's command for the layer: the layer and the layers below it, by
+    path, in one ``pip install`` (the siblings are not on any index). For the torch layers the
+    packages go in first, the import is checked to fail with the install hint (torch is not a
+    dependency, so pip must not have pulled it), then torch is installed and the smoke runs.
+    """
+    t0 = time.perf_counter()
+    paths = [f"./packages/{name}" for name in PACKAGES[: PACKAGES.index(layer) + 1]]
+    session.install(*paths)
+    module = layer.replace("-", "_")
+    if layer in NEEDS_TORCH:
+        session.run(
+            "python",
+            "-c",
+            f"""
+import importlib.util, sys
+assert importlib.util.find_spec("torch") is None, "pip installed torch for {layer}"
+try:
+    import {module}
+except ImportError as e:
+    assert "torch" in str(e) and "pip install" in str(e), e
+    print("without torch:", e)
+else:
+    sys.exit("{module} imported without torch")
+""",
+        )
+        session.install(TORCH_PIN)
+    session.run("python", "-c", SMOKE[layer])
+    session.log(f"install_check({layer}): {time.perf_counter() - t0:.1f} s")
 
 
 @nox.session(python=PYTHON)
@@ -65,6 +136,13 @@ def bench(session: nox.Session) -> None:
     _install(session)
     session.install("matplotlib>=3.7", "rich>=13")
     session.run("python", "benchmarks/bench_topk.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_cpu(session: nox.Session) -> None:
+    """The CPU engine, as the dispatcher routes it, against ``torch.topk``."""
+    _install(session)
+    session.run("python", "benchmarks/bench_cpu_engine.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

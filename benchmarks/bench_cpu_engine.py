@@ -1,20 +1,25 @@
-"""Time the gvr-reference numba CPU engine against ``torch.topk`` on the CPU.
+"""Time GVR's CPU top-K, as the dispatcher routes it, against ``torch.topk`` on the CPU.
 
-Every cell uses the same gaussian rows (a fresh seeded draw per cell) for both providers. Both
-answers are checked exact by the validator before anything is timed. Timings are taken after
-a warm-up, alternating the providers repetition by repetition (so that load from other
-processes falls on both alike), and the median is reported.
+Every cell uses the same gaussian rows (a fresh seeded draw per cell) for every provider. Every
+answer is checked exact by the validator before anything is timed. Timings are taken after a
+warm-up, alternating the providers repetition by repetition (so that load from other processes
+falls on all alike), and the median is reported. Small cells get more repetitions (enough for
+about ``--seconds`` of timing per provider, at least ``--reps``).
 
 Providers:
-- ``gvr``: ``cpu_engine.dense(x, k, out=..., values=...)``: indices and values, unsorted,
-  into preallocated buffers (the same outputs ``torch.topk`` produces);
-- ``torch``: ``torch.topk(x, k, sorted=False, out=...)``, the baseline of the speedup;
-- ``torch_sorted``: ``torch.topk(x, k, sorted=True, out=...)`` (torch's default), for reference.
+- ``dispatch``: ``gvr_dispatch.topk(x, k, out=...)``, the public call on CPU tensors, routed
+  as the dispatcher routes it (``gvr_dispatch.cpu.cpu_route``: the numba engine, or
+  ``torch.topk`` for short dense rows); int32 indices into a preallocated buffer;
+- ``engine``: ``cpu_engine.dense(x, k, out=..., values=...)``, the numba engine alone;
+- ``torch``: ``torch.topk(x, min(k, n), sorted=False, out=...)``, the baseline of the speedups
+  (a row of ``n <= k`` scores needs no selection, and ``torch.topk`` refuses ``k > n``).
+
+``speedup = torch time / dispatch time``; above 1 the dispatcher's CPU path is faster.
 
 Usage::
 
-    python benchmarks/bench_cpu_engine.py                     # the full grid, 15 repetitions
-    python benchmarks/bench_cpu_engine.py --batch 1 32 --reps 5
+    python benchmarks/bench_cpu_engine.py                 # the full grid
+    python benchmarks/bench_cpu_engine.py --batch 1 8 --n 4096 --reps 5 --no-write
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import gvr_dispatch
 import numba
 import numpy as np
 import torch
+from gvr_dispatch import cpu
 from gvr_reference import cpu_engine, validate
 
 logger = logging.getLogger("bench_cpu_engine")
@@ -73,6 +80,7 @@ def _metadata(args: argparse.Namespace) -> dict:
         "numba": numba.__version__,
         "torch": torch.__version__,
         "repetitions": args.reps,
+        "seconds_per_provider": args.seconds,
         "warmup": args.warmup,
         "statistic": "median of repetitions, providers alternated",
         "input": "standard normal fp32 rows, contiguous, seeded per cell",
@@ -100,38 +108,51 @@ def _check_exact(x: np.ndarray, k: int, indices: np.ndarray, values: np.ndarray,
     return report.ok
 
 
+def _reps_for(fns, args: argparse.Namespace) -> int:
+    """Repetitions giving about ``args.seconds`` of timing per provider (at least
+    ``args.reps``, at most ``args.max_reps``), from one timed call of the slowest."""
+    slowest = max(_time_once(fn) for fn in fns)
+    return int(min(args.max_reps, max(args.reps, args.seconds / max(slowest, 1e-7))))
+
+
 def run_cell(b: int, n: int, k: int, args: argparse.Namespace) -> dict:
     """Check and time one (batch, width, K) cell."""
     rng = np.random.default_rng([b, n, k, args.seed])
     x = rng.standard_normal((b, n), dtype=np.float32)
     xt = torch.from_numpy(x)
+    kt = min(k, n)
     out = np.empty((b, k), np.int32)
     vals = np.empty((b, k), np.float32)
-    t_vals = torch.empty((b, k), dtype=torch.float32)
-    t_idx = torch.empty((b, k), dtype=torch.int64)
+    d_out = torch.empty((b, k), dtype=torch.int32)
+    t_vals = torch.empty((b, kt), dtype=torch.float32)
+    t_idx = torch.empty((b, kt), dtype=torch.int64)
+    route = cpu.cpu_route(cpu.dense_windows_of(None, b, n), k, False, False)
 
-    def gvr():
+    def dispatch():
+        gvr_dispatch.topk(xt, k, out=d_out)
+
+    def engine():
         cpu_engine.dense(x, k, out=out, values=vals)
 
-    def torch_unsorted():
-        torch.topk(xt, k, dim=-1, sorted=False, out=(t_vals, t_idx))
+    def torch_topk():
+        torch.topk(xt, kt, dim=-1, sorted=False, out=(t_vals, t_idx))
 
-    def torch_sorted():
-        torch.topk(xt, k, dim=-1, sorted=True, out=(t_vals, t_idx))
-
-    gvr()
+    dispatch()
     t0 = time.perf_counter()
-    exact = _check_exact(x, k, out, vals, "gvr")
+    exact = _check_exact(x, k, d_out.numpy(), None, "dispatch")
     check_s = time.perf_counter() - t0
-    torch_unsorted()
-    exact_torch = _check_exact(x, k, t_idx.numpy().astype(np.int32), t_vals.numpy(), "torch.topk")
+    engine()
+    exact_engine = _check_exact(x, k, out, vals, "engine")
+    torch_topk()
+    exact_torch = _check_exact(x, kt, t_idx.numpy().astype(np.int32), t_vals.numpy(), "torch")
 
-    providers = {"gvr": gvr, "torch": torch_unsorted, "torch_sorted": torch_sorted}
+    providers = {"dispatch": dispatch, "engine": engine, "torch": torch_topk}
     for _ in range(args.warmup):
         for fn in providers.values():
             fn()
+    reps = _reps_for(providers.values(), args)
     times: dict[str, list[float]] = {name: [] for name in providers}
-    for _ in range(args.reps):
+    for _ in range(reps):
         for name, fn in providers.items():
             times[name].append(_time_once(fn))
     med = {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
@@ -139,57 +160,70 @@ def run_cell(b: int, n: int, k: int, args: argparse.Namespace) -> dict:
         "batch": b,
         "n": n,
         "k": k,
+        "route": route,
+        "repetitions": reps,
         "median_ms": med,
         "min_ms": {name: min(ts) * 1e3 for name, ts in times.items()},
-        "speedup_vs_torch": med["torch"] / med["gvr"],
-        "speedup_vs_torch_sorted": med["torch_sorted"] / med["gvr"],
-        "exact": bool(exact),
+        "speedup_vs_torch": med["torch"] / med["dispatch"],
+        "engine_speedup_vs_torch": med["torch"] / med["engine"],
+        "exact": bool(exact and exact_engine),
         "torch_exact": bool(exact_torch),
         "validator_ms": check_s * 1e3,
     }
     logger.info(
-        "b=%4d n=%7d K=%5d  gvr %8.3f ms  torch %8.3f ms  sorted %8.3f ms  x%.2f  exact=%s",
-        b, n, k, med["gvr"], med["torch"], med["torch_sorted"], cell["speedup_vs_torch"], exact,
+        "b=%3d n=%7d K=%5d %-5s dispatch %8.3f ms engine %8.3f ms torch %8.3f ms x%.2f (%d reps)",
+        b, n, k, route, med["dispatch"], med["engine"], med["torch"], cell["speedup_vs_torch"],
+        reps,
     )  # fmt: skip
     return cell
 
 
 def _markdown(meta: dict, cells: list[dict]) -> str:
+    slow = [c for c in cells if c["speedup_vs_torch"] < 1.0]
     lines = [
-        "# CPU engine vs torch.topk (CPU)",
+        "# GVR CPU top-K (as the dispatcher routes it) vs torch.topk (CPU)",
         "",
         f"- commit `{meta['commit']}`, {meta['date']}",
         f"- CPU: {meta['cpu_model']}, {meta['cpu_cores']} cores; numba {meta['numba']} "
         f"({meta['numba_threads']} threads, {meta['numba_threading_layer']}), torch "
         f"{meta['torch']} ({meta['torch_threads']} threads), numpy {meta['numpy']}",
-        f"- {meta['input']}; {meta['statistic']}, {meta['repetitions']} repetitions after "
+        f"- {meta['input']}; {meta['statistic']}; at least {meta['repetitions']} repetitions "
+        f"(about {meta['seconds_per_provider']} s per provider and cell) after "
         f"{meta['warmup']} warm-up rounds; load average at the end "
-        f"{', '.join(f'{x:.2f}' for x in meta['load_average_1_5_15min_at_end'])} "
-        "(the machine is shared)",
-        "- gvr: `cpu_engine.dense(x, k, out=, values=)` (indices + values, unsorted); torch: "
-        "`torch.topk(x, k, sorted=False, out=)`; speedup = torch / gvr",
-        "- exact: both answers checked by `gvr_reference.validate` before timing",
+        f"{', '.join(f'{x:.2f}' for x in meta['load_average_1_5_15min_at_end'])}",
+        "- dispatch: `gvr_dispatch.topk(x, k, out=)` (int32 indices, preallocated), routed by "
+        "`gvr_dispatch.cpu.cpu_route` (route column); engine: `cpu_engine.dense(x, k, out=, "
+        "values=)`, the numba engine alone; torch: `torch.topk(x, min(k, n), sorted=False, "
+        "out=)`",
+        "- **x torch = torch.topk time / dispatch time; above 1 GVR is faster**",
+        "- exact: every answer checked by `gvr_reference.validate` before timing",
+        f"- cells where dispatch is slower than torch.topk: {len(slow)} of {len(cells)}",
         "",
-        "| batch | n | K | gvr (ms) | torch.topk unsorted (ms) | torch.topk sorted (ms) "
-        "| speedup | exact |",
-        "|---:|---:|---:|---:|---:|---:|---:|:---:|",
+        "| batch | n | K | route | dispatch (ms) | engine (ms) | torch.topk (ms) | x torch "
+        "| engine x torch | exact |",
+        "|---:|---:|---:|:---|---:|---:|---:|---:|---:|:---:|",
     ]
     for c in cells:
         m = c["median_ms"]
         exact = "yes" if c["exact"] and c["torch_exact"] else "NO"
         lines.append(
-            f"| {c['batch']} | {c['n']} | {c['k']} | {m['gvr']:.3f} | {m['torch']:.3f} | "
-            f"{m['torch_sorted']:.3f} | {c['speedup_vs_torch']:.2f}x | {exact} |"
+            f"| {c['batch']} | {c['n']} | {c['k']} | {c['route']} | {m['dispatch']:.4f} | "
+            f"{m['engine']:.4f} | {m['torch']:.4f} | {c['speedup_vs_torch']:.2f}x | "
+            f"{c['engine_speedup_vs_torch']:.2f}x | {exact} |"
         )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, nargs="+", default=[1, 32, 256])
-    parser.add_argument("--n", type=int, nargs="+", default=[16384, 131072])
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--n", type=int, nargs="+", default=[1024, 4096, 16384, 131072])
     parser.add_argument("--k", type=int, nargs="+", default=[512, 2048])
-    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--reps", type=int, default=15, help="fewest repetitions per cell")
+    parser.add_argument("--max-reps", type=int, default=4001)
+    parser.add_argument(
+        "--seconds", type=float, default=0.5, help="timing per provider and cell (about)"
+    )
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="threads for both providers")
@@ -202,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         numba.set_num_threads(args.threads)
         torch.set_num_threads(args.threads)
     cpu_engine.warmup()
+    gvr_dispatch.warmup(k=max(args.k), device="cpu", progress=False)
     cells = [run_cell(b, n, k, args) for b in args.batch for n in args.n for k in args.k]
     meta = _metadata(args)
     result = {"benchmark": "cpu_engine_vs_torch_topk", "metadata": meta, "cells": cells}

@@ -8,12 +8,14 @@ import subprocess
 import sys
 
 import gvr_integration
+import numpy as np
 import pytest
 import torch
 from gvr_integration import demo
 from gvr_integration.pipeline import DecodeConfig
 
 SMALL = ["--device", "cpu", "--k", "512", "2048", "--next-n", "2", "--batch", "2", "--steps", "2"]
+SMALL += ["--long-rows", "8192", "--long-batch", "2"]
 
 
 def test_default_configs_respect_the_cache_width():
@@ -24,7 +26,7 @@ def test_default_configs_respect_the_cache_width():
     assert demo.default_configs([512], [1], [2], ["positive"], 1, 4096, 4) == []
 
 
-def test_demo_report_and_json(tmp_path, capsys):
+def test_demo_report_and_json(tmp_path, capsys, caplog):
     path = tmp_path / "report.json"
     rc = demo.main(
         [*SMALL, "--compress-ratio", "1", "4", "--weights", "signed", "--json", str(path)]
@@ -32,8 +34,23 @@ def test_demo_report_and_json(tmp_path, capsys):
     assert rc == 0
     text = capsys.readouterr().out
     assert "verdict: OK" in text and "torch.topk" in text
+    assert (
+        "x torch = torch.topk time / GVR time per call" in text and "above 1 GVR is faster" in text
+    )
+    # progress was logged while it ran: the engine, every run, the long rows
+    progress = caplog.text
+    assert "preparing the numba CPU engine" in progress and "CPU engine ready in" in progress
+    assert "[3/3]" in progress and "long rows (sample, concatenated): 2 x 8192" in progress
     rep = json.loads(path.read_text())
-    assert rep["ok"] and rep["all_exact"] and rep["device"] == "cpu"
+    assert rep["ok"] and rep["all_exact"] and rep["long_rows_exact"] and rep["device"] == "cpu"
+    assert [
+        (r["width"], r["k"], r["rows"]) for r in rep["long_rows"] if "sample" in r["source"]
+    ] == [
+        (8192, 512, 2),
+        (8192, 2048, 2),
+    ]
+    for r in rep["long_rows"]:
+        assert r["exact"] and r["gvr_us"] > 0 and r["torch_topk_us"] > 0
     assert {(r["k"], r["compress_ratio"]) for r in rep["results"]} == {
         (512, 1),
         (2048, 1),
@@ -78,6 +95,8 @@ def test_demo_as_a_module(tmp_path):
         "positive",
         "--steps",
         "1",
+        "--long-rows",
+        "65536",
         "--json",
         str(path),
     ]
@@ -85,3 +104,53 @@ def test_demo_as_a_module(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(path.read_text())["engine"] == "numba CPU engine"
+    # a real process: progress on stderr, the report on stdout
+    assert "preparing the numba CPU engine" in proc.stderr and "done" in proc.stderr
+    assert "verdict: OK" in proc.stdout and "verdict" not in proc.stderr
+
+
+def test_report_fits_100_columns():
+    from gvr_integration.report import ConfigResult, DemoReport, LongRowResult
+    from rich.console import Console
+
+    rep = DemoReport(device="cpu", engine="numba CPU engine", sample="s", torch_version="2")
+    for k in (512, 1024, 2048):
+        r = ConfigResult(k, 2, 4, "positive", 8, "graph", steps=123, rows_per_step=16)
+        r.min_len, r.max_len, r.exact_steps = 100_000, 262_144, 123
+        r.gvr_us, r.torch_topk_us, r.attn_max_abs_diff, r.attn_tolerance = 12345.6, 98765.4, 1, 2
+        rep.results.append(r)
+    rep.long_rows.append(LongRowResult("shared 131K rows", 12, 262_144, 2048, True, 1e4, 9e4))
+    text = rep.render(Console(width=100, record=False))
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    # every result is one table line (nothing wrapped), with its ratio
+    assert sum("K=" in line and "8.00x" in line for line in lines) == 3
+    assert sum("shared 131K rows" in line and "9.00x" in line for line in lines) == 1
+
+
+def test_long_rows_are_real_scores(monkeypatch):
+    from gvr_reference.realdata import indexer_scores, load_sample
+
+    sample = load_sample()
+    x = demo.long_rows_from_sample(sample, 300_000, 3)
+    assert x.shape == (3, 300_000) and x.dtype == np.float32 and np.isfinite(x).all()
+    logits, lens = indexer_scores(sample, next_n=1, compress_ratio=1, weights="signed")
+    flat = np.concatenate([logits[i, : int(n)] for i, n in enumerate(lens)])
+    assert np.array_equal(x[0, : flat.shape[0]], flat)  # row 0 is the sequence itself ...
+    assert np.array_equal(x[0, flat.shape[0] :], flat[: 300_000 - flat.shape[0]])  # ... wrapped
+    start = flat.shape[0] // 3
+    assert np.array_equal(x[1, :10], flat[start : start + 10])  # row 1 starts a third in
+
+
+def test_an_inexact_long_row_fails_the_demo(monkeypatch):
+    real = gvr_dispatch_topk = demo.gvr_dispatch.topk
+
+    def corrupt(x, k, lengths=None, *, out):
+        real(x, k, lengths, out=out)
+        out[0, 0] = out[0, 1]
+        return out
+
+    monkeypatch.setattr(demo.gvr_dispatch, "topk", corrupt)
+    rc = demo.main([*SMALL, "-q", "--k", "512", "--compress-ratio", "4", "--weights", "positive"])
+    assert rc == 1
+    assert gvr_dispatch_topk is real

@@ -8,7 +8,11 @@ See ``docs/api.md``.
 
 import logging
 
-from .api import (
+from ._torch import require_torch
+
+require_torch("gvr-dispatch")
+
+from .api import (  # noqa: E402  (after the torch check, which explains a missing torch)
     device_spec,
     get_dispatcher,
     set_cache_dir,
@@ -19,10 +23,10 @@ from .api import (
     workspace_bytes,
     workspace_for,
 )
-from .cache import KernelCache
-from .dispatcher import Dispatcher
-from .warmup import WarmupEntry, WarmupReport
-from .workspace import Workspace
+from .cache import KernelCache  # noqa: E402
+from .dispatcher import Dispatcher  # noqa: E402
+from .warmup import WarmupEntry, WarmupReport  # noqa: E402
+from .workspace import Workspace  # noqa: E402
 
 # A library logs; the application decides where that goes.
 logging.getLogger("gvr").addHandler(logging.NullHandler())

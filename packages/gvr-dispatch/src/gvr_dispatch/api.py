@@ -3,7 +3,8 @@
 Shapes, units and conventions shared by the three entry points:
 
 - ``logits``: float32 ``[rows, width]`` with any row stride. CUDA tensors run the GVR kernels
-  (sm_90 / sm_10x), CPU tensors the numba CPU engine; every tensor argument lives on the
+  (sm_90 / sm_10x), CPU tensors the CPU path (the numba engine, or ``torch.topk`` for short
+  dense rows, see ``gvr_dispatch.cpu``); every tensor argument lives on the
   logits device. The kernels read in place a unit inner stride, a row stride that is a
   multiple of 4 elements and a 16-byte-aligned base; other layouts are copied first (a
   warning is logged once; refused under CUDA-graph capture). A single row's stride does not
@@ -12,11 +13,12 @@ Shapes, units and conventions shared by the three entry points:
   ``sorted``); a row with ``n <= k`` valid scores holds ``0 .. n-1`` then ``-1``; an empty row
   all ``-1``. ``values``: float32 ``[rows, k]``, the selected logits bit for bit, ``-FLT_MAX``
   beside ``-1``.
-- ``k``: ``1 <= k <= 2048`` on CUDA, any ``k >= 1`` on the CPU; may be left out when ``out``
-  (or ``values``) is given, and must agree with it otherwise.
+- ``k``: ``1 <= k <= 2048`` on CUDA, ``1 <= k <= 2**31 - 1`` on the CPU; may be left out when
+  ``out`` (or ``values``) is given, and must agree with it otherwise.
 - Exactness: the selected value multiset equals the exact top-K of every row (ties, +-inf,
   denormals, -0.0; NaN ranks above +inf). ``deterministic=True``: the K-th value's tie class
-  yields its smallest indices (the CPU engine always does). ``sorted=True``: descending value,
+  yields its smallest indices (so does the numba engine, always; ``torch.topk`` serves only
+  ``deterministic=False``). ``sorted=True``: descending value,
   ties by ascending index, ``-1`` last.
 - Returns ``out``, or ``(out, values)`` when ``values`` is given or ``return_values=True``.
   Buffers passed in are filled in place and returned; missing ones are allocated (under
@@ -30,6 +32,8 @@ Shapes, units and conventions shared by the three entry points:
 from __future__ import annotations
 
 import threading
+
+import torch
 
 from .cache import FROM_ENV
 from .dispatcher import Dispatcher
@@ -313,6 +317,44 @@ def set_cache_dir(cache_dir) -> None:
 
 
 def device_spec(device=None):
-    """The :class:`gvr_kernels.spec.DeviceSpec` the dispatcher routes with on ``device``
-    (read once from the driver)."""
-    return get_dispatcher().spec(device)
+    """The :class:`gvr_kernels.spec.DeviceSpec` the dispatcher routes with on a CUDA
+    device (read once from the driver).
+
+    Args:
+        device: ``None`` (the current CUDA device), a device index, ``"cuda"``, ``"cuda:i"`` or
+            a ``torch.device`` of type cuda.
+
+    Raises:
+        TypeError: ``device`` is not None, an int, a str or a ``torch.device``.
+        ValueError: ``device`` is not a CUDA device (the CPU has no ``DeviceSpec``: CPU
+            tensors run the CPU engine, which has no launch configurations), or not a valid
+            device string.
+        RuntimeError: no CUDA device is available.
+    """
+    d = get_dispatcher()
+    kernel_type = d.runtime.kernel_device_type
+    if device is not None:
+        if isinstance(device, bool) or not isinstance(device, (int, str, torch.device)):
+            raise TypeError(
+                f"device must be None, an int, a str or a torch.device, got "
+                f"{type(device).__name__} {device!r}"
+            )
+        if isinstance(device, int):
+            if device < 0:
+                raise ValueError(f"device must be a CUDA device index >= 0, got {device}")
+        else:
+            try:
+                dev = torch.device(device)
+            except RuntimeError as e:
+                raise ValueError(f"device must name a CUDA device, got {device!r}") from e
+            if dev.type != kernel_type:
+                raise ValueError(
+                    f"device must be a CUDA device, got {device!r}: a DeviceSpec describes a "
+                    f"GPU for the kernels; CPU tensors run the CPU engine, which has none"
+                )
+    if kernel_type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            "device_spec needs a CUDA device and none is available (torch.cuda.is_available() "
+            "is False); pass a DeviceSpec to warmup(spec=...) to compile without a GPU"
+        )
+    return d.spec(device)

@@ -35,9 +35,11 @@ from .launch import Dummies, Launch, kernel_view, padded_copy, prime
 from .routing import LaunchKey, decode_envelope, describe_key, route
 from .sorting import sort_rows_
 from .validation import (
+    CPU_MAX_K,
     KERNEL_MAX_K,
     KERNEL_MAX_WIDTH,
     check_compress_ratio,
+    check_cpu_k,
     check_flag,
     check_index_tensor,
     check_kernel_k,
@@ -262,7 +264,7 @@ class Dispatcher:
             return self._trivial(rows, k, out, values, want_values, device)
         if not kernel:
             windows = cpu.decode_windows_of(kv_lens, next_n, cr_shift, width)
-            return self._cpu(logits, windows, k, out, values, want_values, sorted)
+            return self._cpu(logits, windows, k, out, values, want_values, sorted, deterministic)
         # The envelope comes from capture-stable facts only: max_seq_len, else the width
         # (every row is clamped to it). Nothing is read from kv_lens on the host.
         n_env = width if max_seq_len is None else decode_envelope(max_seq_len, cr_shift, width)
@@ -313,7 +315,7 @@ class Dispatcher:
             return self._trivial(rows, k, out, values, want_values, device)
         if not kernel:
             windows = cpu.prefill_windows_of(row_starts, row_ends, width)
-            return self._cpu(logits, windows, k, out, values, want_values, sorted)
+            return self._cpu(logits, windows, k, out, values, want_values, sorted, deterministic)
         return self._launch(
             "prefill",
             logits,
@@ -360,7 +362,7 @@ class Dispatcher:
             return self._trivial(rows, k, out, values, want_values, device)
         if not kernel:
             windows = cpu.dense_windows_of(lengths, rows, width)
-            return self._cpu(logits, windows, k, out, values, want_values, sorted)
+            return self._cpu(logits, windows, k, out, values, want_values, sorted, deterministic)
         mode = "full" if lengths is None else "decode"
         return self._launch(
             mode,
@@ -404,6 +406,8 @@ class Dispatcher:
             check_flag(sorted, "sorted")
         if type(k) is not int or k < 1:
             k = resolve_k(k, out, values)
+        if not kernel and k > CPU_MAX_K:
+            check_cpu_k(k)
         if kernel:
             if k > KERNEL_MAX_K:
                 check_kernel_k(k)
@@ -419,7 +423,11 @@ class Dispatcher:
     def _check_workspace(workspace, device, kernel):
         """The caller's workspace as uint32 words (size checked at launch), or ``None``.
         CPU calls ignore it."""
-        if workspace is None or not kernel:
+        if workspace is None:
+            return None
+        if not kernel:  # unused on the CPU, but a wrong type is still an error
+            if not isinstance(workspace, (Workspace, _Tensor)):
+                as_workspace_words(workspace, "workspace", device, 0)  # raises TypeError
             return None
         return as_workspace_words(workspace, "workspace", device, 0)
 
@@ -437,16 +445,12 @@ class Dispatcher:
                 values.fill_(_NEG_FLT_MAX)
         return (out, values) if want_values else out
 
-    def _cpu(self, logits, windows, k, out, values, want_values, sorted):
+    def _cpu(self, logits, windows, k, out, values, want_values, sorted, deterministic):
         if not self._cpu_warm:
             self._cpu_warm = True
-            logger.info("gvr: CPU tensors run on the numba CPU engine")
-        rows = logits.shape[0]
-        if out is None:
-            out = torch.empty((rows, k), dtype=_i32)
-        if want_values and values is None:
-            values = torch.empty((rows, k), dtype=_f32)
-        cpu.run_cpu(logits, windows, k, out, values, sorted)
+            logger.info("gvr: CPU tensors run on the CPU path (numba, or torch.topk)")
+        out, values = cpu.outputs(logits.shape[0], k, out, values, want_values)
+        cpu.run_cpu(logits, windows, k, out, values, sorted, deterministic)
         return (out, values) if want_values else out
 
     # ================================================================== kernel launches

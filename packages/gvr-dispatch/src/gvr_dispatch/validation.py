@@ -19,6 +19,7 @@ import numbers
 import torch
 
 __all__ = [
+    "CPU_MAX_K",
     "KERNEL_MAX_K",
     "KERNEL_MAX_WIDTH",
     "check_logits",
@@ -31,11 +32,14 @@ __all__ = [
     "resolve_k",
     "check_kernel_k",
     "check_kernel_width",
+    "check_cpu_k",
     "check_output",
 ]
 
 #: Largest K the CUDA kernels serve (the CPU engine takes any K >= 1).
 KERNEL_MAX_K = 2048
+#: Largest K on the CPU: the indices are int32 (a K past the row width only adds -1 padding).
+CPU_MAX_K = (1 << 31) - 1
 #: Rows of the CUDA kernels hold fewer than this many scores.
 KERNEL_MAX_WIDTH = 1 << 26
 
@@ -200,6 +204,19 @@ def check_kernel_k(k: int) -> None:
     if k > KERNEL_MAX_K:
         raise ValueError(
             f"k must be <= {KERNEL_MAX_K} for CUDA tensors, got {k} (the CPU engine takes any k)"
+        )
+
+
+def check_cpu_k(k: int) -> None:
+    """The CPU path serves ``1 <= k <= 2**31 - 1`` (int32 indices).
+
+    Raises:
+        ValueError: ``k`` out of range.
+    """
+    if k > CPU_MAX_K:
+        raise ValueError(
+            f"k must be <= 2**31 - 1 for CPU tensors (int32 indices), got {k}; a k beyond the "
+            f"row width only adds -1 padding"
         )
 
 

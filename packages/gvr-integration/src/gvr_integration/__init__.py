@@ -13,6 +13,8 @@
 See ``docs/integration.md``.
 """
 
+import gvr_dispatch  # noqa: F401  (first: it explains a missing torch)
+
 from . import adapters, ops
 from .ops import topk_decode, topk_prefill
 

@@ -14,33 +14,104 @@ attention difference.
   (after ``gvr_dispatch.warmup`` with ``max_seq_len``) and replayed every step after writing
   the step's scores and ``kv_lens`` into its static buffers.
 
-Exit status 0 when every step of every run is exact and attention agrees with the
-``torch.topk`` reference within ``1e-4 * max|V|`` on rows with the same selected set; else 1.
+Then the long-row part, the regime the library is for (indexer rows of 65,536-262,144 scores):
+``gvr_dispatch.topk`` against ``torch.topk`` on rows built from the sample's real score rows
+(the valid scores of consecutive query positions, concatenated; each long row starts at
+another offset, and rows longer than the ~260K scores the sample holds wrap around), and, when
+the shared 131K-token rows are present (``GVR_REAL_ROWS``, or
+``../shared/data/real-rows/gemma3-270m-l5-kjv-131k.safetensors`` from the working
+directory), on those. Every answer is checked by the validator.
+
+Progress goes to stderr as it happens (``-q`` silences it, ``-v`` adds the library's logs);
+the report goes to stdout. ``x torch`` in the tables is ``torch.topk`` time / GVR time per
+call: above 1 GVR is faster.
+
+Exit status 0 when every step of every run and every long-row call is exact and attention
+agrees with the ``torch.topk`` reference within ``1e-4 * max|V|`` on rows with the same
+selected set; else 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import statistics
 import sys
 import time
+from pathlib import Path
 
 import gvr_dispatch
 import numpy as np
 import torch
-from gvr_reference.realdata import load_sample
+from gvr_reference import validate
+from gvr_reference.realdata import indexer_scores, load_sample
 
 from . import ops
 from .graph import CapturedDecodeTopK
 from .pipeline import DecodeConfig, DSADecodePipeline, decode_schedule
-from .report import ConfigResult, DemoReport
+from .report import ConfigResult, DemoReport, LongRowResult
 from .timing import time_per_call
 
-__all__ = ["main", "run", "default_configs"]
+__all__ = ["main", "run", "default_configs", "long_rows_from_sample", "run_long_rows"]
 
 logger = logging.getLogger("gvr.integration.demo")
 
 ATTN_REL_TOL = 1e-4
+SHARED_ROWS = Path("..") / "shared" / "data" / "real-rows" / "gemma3-270m-l5-kjv-131k.safetensors"
+
+
+def long_rows_from_sample(sample, width: int, rows: int, weights: str = "signed") -> np.ndarray:
+    """float32 ``[rows, width]`` of real scores: the valid part of every score row of the
+    sample (one per stored query position, ``weights`` head weights), concatenated; row ``j``
+    starts ``j / rows`` of the way into that sequence and wraps around at its end."""
+    logits, lens = indexer_scores(sample, next_n=1, compress_ratio=1, weights=weights)
+    flat = np.concatenate([logits[i, : int(n)] for i, n in enumerate(lens)])
+    out = np.empty((rows, width), np.float32)
+    for j in range(rows):
+        start = (j * flat.shape[0]) // rows
+        out[j] = flat[(start + np.arange(width)) % flat.shape[0]]
+    return out
+
+
+def _shared_rows() -> tuple[np.ndarray, np.ndarray] | None:
+    """The shared 131K-token rows (``logits``, ``lengths``) when the file is present."""
+    path = Path(os.environ.get("GVR_REAL_ROWS", SHARED_ROWS))
+    if not path.is_file():
+        return None
+    from safetensors.numpy import load_file
+
+    d = load_file(str(path))
+    return d["logits"].astype(np.float32, copy=False), d["lengths"].astype(np.int32)
+
+
+def _median_us(fn, reps: int, device) -> float:
+    return statistics.median(time_per_call(fn, 1, device) for _ in range(reps)) * 1e6
+
+
+def run_long_rows(x_np, lengths_np, source: str, ks, device, reps: int) -> list[LongRowResult]:
+    """``gvr_dispatch.topk`` and ``torch.topk`` on long rows (``lengths_np``: valid scores per
+    row, or None for whole rows), each K checked by the validator, then timed."""
+    x = torch.from_numpy(np.ascontiguousarray(x_np)).to(device)
+    lengths = None if lengths_np is None else torch.from_numpy(lengths_np).to(device)
+    rows, width = x_np.shape
+    results = []
+    for k in ks:
+        if k > width:
+            continue
+        res = LongRowResult(source, rows, width, k)
+        out = torch.empty((rows, k), dtype=torch.int32, device=device)
+        gvr_dispatch.topk(x, k, lengths, out=out)
+        report = validate.check_dense(x_np, k, out.cpu().numpy(), lengths=lengths_np)
+        res.exact = bool(report.ok)
+        if not report.ok:
+            res.first_failure = report.summary()
+        res.gvr_us = _median_us(
+            lambda k=k, out=out: gvr_dispatch.topk(x, k, lengths, out=out), reps, device
+        )
+        res.torch_topk_us = _median_us(lambda k=k: torch.topk(x, k, sorted=False), reps, device)
+        results.append(res)
+    return results
 
 
 def default_configs(
@@ -137,19 +208,37 @@ def run_config(sample, cfg: DecodeConfig, device, *, steps, reps, mode) -> Confi
 def run(args: argparse.Namespace) -> DemoReport:
     """Run every configuration the arguments ask for and return the report."""
     t0 = time.perf_counter()
+
+    def say(msg, *a):
+        logger.info("[%6.1f s] " + msg, time.perf_counter() - t0, *a)
+
     if args.device == "auto":
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     else:
         device = torch.device(args.device)
     torch.set_float32_matmul_precision("highest")
+    say("loading the real sample")
     sample = load_sample(args.sample)
+    say(
+        "sample %s: %d tokens, %d decode queries",
+        sample.name,
+        sample.n_tokens,
+        len(sample.positions),
+    )
     if device.type == "cuda":
         engine = f"GVR kernels, {torch.cuda.get_device_name(device)}"
         modes = ["eager"] if args.no_graph else ["eager", "graph"]
+        say("CUDA: each configuration compiles (or loads from the cache) its kernels first")
     else:
         engine = "numba CPU engine"
         modes = ["eager"]
+        say(
+            "preparing the numba CPU engine: the first run in an environment compiles it "
+            "(about 10-60 s, once; cached on disk afterwards)"
+        )
+        t = time.perf_counter()
         gvr_dispatch.warmup(k=max(args.k), device="cpu", progress=False)
+        say("CPU engine ready in %.1f s", time.perf_counter() - t)
     report = DemoReport(
         device=str(device), engine=engine, sample=sample.name, torch_version=torch.__version__
     )
@@ -162,11 +251,17 @@ def run(args: argparse.Namespace) -> DemoReport:
         sample.n_tokens,
         sample.compress_ratio,
     )
+    runs = len(configs) * len(modes)
+    say("decode pipeline: %d runs (configurations x modes), every step checked", runs)
+    i = 0
     for cfg in configs:
         for mode in modes:
+            i += 1
             res = run_config(sample, cfg, device, steps=args.steps, reps=args.reps, mode=mode)
-            logger.info(
-                "%s %s: %d/%d steps exact, GVR %.1f us, torch.topk %.1f us",
+            say(
+                "[%d/%d] %s %s: %d/%d steps exact, GVR %.1f us, torch.topk %.1f us per call",
+                i,
+                runs,
                 cfg.label(),
                 mode,
                 res.exact_steps,
@@ -175,7 +270,30 @@ def run(args: argparse.Namespace) -> DemoReport:
                 res.torch_topk_us,
             )
             report.results.append(res)
+    if args.long_rows:
+        sources = []
+        for width in args.long_rows:
+            x = long_rows_from_sample(sample, width, args.long_batch)
+            sources.append((x, None, "sample, concatenated"))
+        shared = _shared_rows()
+        if shared is not None:
+            sources.append((shared[0], shared[1], "shared 131K rows"))
+        else:
+            say("shared 131K rows not found (GVR_REAL_ROWS or %s); skipping them", SHARED_ROWS)
+        for x, lengths, source in sources:
+            say("long rows (%s): %d x %d, K %s", source, *x.shape, args.k)
+            found = run_long_rows(x, lengths, source, args.k, device, max(3, 2 * args.reps))
+            for r in found:
+                say(
+                    "  K=%d: %s, GVR %.1f us, torch.topk %.1f us",
+                    r.k,
+                    "exact" if r.exact else "NOT EXACT",
+                    r.gvr_us,
+                    r.torch_topk_us,
+                )
+            report.long_rows.extend(found)
     report.seconds = time.perf_counter() - t0
+    say("done")
     return report
 
 
@@ -204,8 +322,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=5, help="timed calls per step")
     p.add_argument("--sample", default=None, help="sample name or .safetensors path")
     p.add_argument("--no-graph", action="store_true", help="CUDA: skip the CUDA-graph runs")
+    p.add_argument(
+        "--long-rows",
+        type=int,
+        nargs="*",
+        default=[65536, 131072, 262144],
+        help="lengths of the long-row part (none: skip it)",
+    )
+    p.add_argument("--long-batch", type=int, default=4, help="rows per long-row call")
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON")
-    p.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-v", "--verbose", action="store_true", help="also show the library's logs")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     return p.parse_args(argv)
 
 
@@ -213,8 +341,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
+        format="%(message)s",
     )
+    logger.setLevel(logging.WARNING if args.quiet else logging.INFO)
     report = run(args)
     report.render()
     if args.json:

@@ -14,6 +14,7 @@ always go to the smallest indices, so the result is deterministic whatever
 from __future__ import annotations
 
 import logging
+import os
 
 import numba
 import numpy as np
@@ -33,6 +34,32 @@ _SERIAL_WORK = 1 << 18
 Such a call takes a few hundred microseconds on one core; waking the thread pool would save
 little of that, and when another process holds the other cores the pool's barrier can wait a
 whole scheduler time slice (about 10 ms) for a descheduled worker."""
+
+
+_announced = False
+
+
+def _kernels_on_disk() -> bool:
+    """Whether numba's on-disk cache holds the row loops already (then the first call only
+    loads them, well under a second). Reads numba's cache index paths; on any surprise in
+    numba's internals it answers False, so the notice errs on the side of being shown."""
+    try:
+        return all(
+            os.path.exists(f._cache._cache_file._index_path) for f in (topk_rows_serial, topk_rows)
+        )
+    except Exception:  # noqa: BLE001 - numba internals moved: assume a compile
+        return False
+
+
+def _announce_compile() -> None:
+    """Say once per process, before the first call that compiles, that numba compiles now."""
+    global _announced
+    _announced = True
+    if not _kernels_on_disk():
+        logger.warning(
+            "gvr: compiling the numba CPU engine on its first use in this environment (about "
+            "10-60 s, once); later calls and processes load it from numba's on-disk cache"
+        )
 
 
 def _run(
@@ -58,6 +85,8 @@ def _run(
     if values is not None:
         _checks.check_out_buffer(values, "values", rows, k, np.float32)
     want_values = values is not None or return_values
+    if not _announced:
+        _announce_compile()
 
     idx = out if out is not None and out.flags.c_contiguous else np.empty((rows, k), np.int32)
     if want_values:
@@ -106,6 +135,7 @@ def topk_windows(
     deterministic: bool = True,
     sorted: bool = False,
     return_values: bool = False,
+    checked_windows: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Exact top-K of every row window.
 
@@ -119,6 +149,10 @@ def topk_windows(
         deterministic: accepted for API parity; ties always go to the smallest indices.
         sorted: descending value order per row (ties by ascending index); else index order.
         return_values: return values even without a ``values`` buffer.
+        checked_windows: the caller guarantees that every window lies inside its row
+            (``0 <= starts``, ``0 <= lengths``, ``starts + lengths <= width``), as a caller
+            that clamps its windows does; the O(rows) window check is then skipped. A window
+            outside its row with this flag reads out of bounds: never pass unchecked input.
 
     Returns:
         ``indices`` (int32 ``[rows, k]``, window-local, ``-1`` padded), or
@@ -131,7 +165,12 @@ def topk_windows(
     k = _checks.check_k(k)
     if not isinstance(windows, RowWindows):
         raise TypeError(f"windows must be a RowWindows, got {type(windows).__name__}")
-    _checks.check_windows_fit(windows.starts, windows.lengths, rows, width)
+    if checked_windows is not True:
+        _checks.check_windows_fit(windows.starts, windows.lengths, rows, width)
+    elif windows.starts.shape[0] != rows:
+        raise ValueError(
+            f"windows must describe logits.shape[0] = {rows} rows, got {windows.starts.shape[0]}"
+        )
     return _run(
         logits,
         windows.starts,
@@ -257,7 +296,10 @@ def dense(
 def warmup() -> None:
     """Compile (or load from the on-disk cache) every kernel the engine uses: the serial and
     the parallel row loops, with and without values. The first call in a fresh environment
-    compiles (seconds); later processes load the cache."""
+    compiles (10-60 s, announced by a warning-level log record); later processes load the
+    cache."""
+    if not _announced:
+        _announce_compile()
     x = np.zeros((_SERIAL_WORK // 4096 + 1, 4096), np.float32)
     for rows in (1, x.shape[0]):  # one row: the serial loop; all rows: the parallel one
         dense(x[:rows], 4, sorted=True, return_values=True)
