@@ -38,7 +38,7 @@ SMOKE = {
         "assert got == [[9, 8, 7]], got; print('gvr-reference ok', got)"
     ),
     "gvr-kernels": (
-        "import gvr_kernels.streaming; from gvr_kernels.library import routable_configs; "
+        "import gvr_kernels.streaming; from gvr_kernels.registry import routable_configs; "
         "n = len(list(routable_configs())); assert n > 0, n; "
         "print('gvr-kernels ok:', n, 'routable kernel configurations')"
     ),
