@@ -50,7 +50,6 @@ __all__ = [
     "MIN_PART_ELEMS",
     "REGISTER_MAX_N",
     "REGISTER_WIDE_N",
-    "PRELOAD_MAX_ROWS",
     "MAX_K",
     "SMALL_ROW_N",
 ]
@@ -67,8 +66,6 @@ MAX_K = 2048
 REGISTER_MAX_N = 16384
 #: ... and at most this long when the rows fit the SMs (one 1024-thread CTA each).
 REGISTER_WIDE_N = 32768
-#: Register-resident launches of at most this many rows request the row from the width alone.
-PRELOAD_MAX_ROWS = 32
 
 #: The streaming cores the policy picks from (call-mode fields left at their defaults).
 _SPLIT = StreamingConfig(
@@ -96,24 +93,23 @@ def _register_core(
     """
     few = rows <= spec.sm_count
     prefill = mode == "prefill"
-    # Few rows are latency-bound: request the row before its length is known (decode and
-    # dense rows start at column 0); measured 0-0.6 us faster up to 32 rows, 0-0.4 us slower
-    # at 128, where reading up to the width costs more than the round trip saved.
-    pre = rows <= PRELOAD_MAX_ROWS and not prefill
+    # RegisterConfig.preload (the row requested from the width before its length is read) is
+    # not routed: 0-0.6 us faster on full-width rows up to 32 rows, but 0.3-0.7 us slower on
+    # the real rows, which are shorter than their width (tune_register.json, bench_real.json).
     if n_env <= 2048:
-        return RegisterConfig(threads=512, vecs=1, preload=pre)
+        return RegisterConfig(threads=512, vecs=1)
     if n_env <= 4096:
-        return RegisterConfig(threads=512, vecs=2, preload=pre)
+        return RegisterConfig(threads=512, vecs=2)
     if n_env <= 8192:
         two = not few and not (prefill and deterministic)
-        return RegisterConfig(threads=512, vecs=4, resident=2 if two else 1, preload=pre)
+        return RegisterConfig(threads=512, vecs=4, resident=2 if two else 1)
     if n_env <= REGISTER_MAX_N:
         if few and not (prefill and deterministic):
-            return RegisterConfig(threads=1024, vecs=4, preload=pre)
+            return RegisterConfig(threads=1024, vecs=4)
         plain = not (prefill or with_values or deterministic)
         return RegisterConfig(threads=512, vecs=8, resident=2 if plain and not few else 1)
     if n_env <= REGISTER_WIDE_N and few and not (prefill or deterministic):
-        return RegisterConfig(threads=1024, vecs=8, preload=pre)
+        return RegisterConfig(threads=1024, vecs=8)
     return None
 
 
@@ -242,9 +238,7 @@ def routed_configs(spec: DeviceSpec) -> Iterator[StreamingConfig | RegisterConfi
     deterministic ties."""
     s = spec.sm_count
     seen: dict = {}
-    for rows in sorted(
-        {1, 2, PRELOAD_MAX_ROWS, PRELOAD_MAX_ROWS + 1, s // 2, s // 2 + 1, s, s + 1, 4 * s}
-    ):
+    for rows in sorted({1, 2, s // 2, s // 2 + 1, s, s + 1, 4 * s}):
         for n_env in (
             2048,
             2049,
