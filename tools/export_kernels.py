@@ -42,14 +42,9 @@ def register_configs() -> list:
     for threads, vecs in tests + tune:
         for resident in (1, 2) if threads <= 512 else (1,):
             out[RegisterConfig(threads=threads, vecs=vecs, resident=resident)] = None
-        out[RegisterConfig(threads=threads, vecs=vecs, preload=True)] = None
     for threads, vecs in tests:
         base = RegisterConfig(threads=threads, vecs=vecs)
-        pre = replace(base, preload=True)
         for cfg in (
-            pre,
-            replace(pre, mode="full"),
-            replace(pre, record_paths=True, capacity=2048),
             replace(base, record_paths=True),
             replace(base, record_paths=True, capacity=2048),
             replace(base, mode="prefill", with_values=True),

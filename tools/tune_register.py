@@ -63,13 +63,8 @@ def main() -> int:
                 for threads, vecs in SHAPES:
                     if 4 * threads * vecs < n or 4 * threads * vecs >= 4 * n:
                         continue
-                    variants = [dict(resident=1)]
-                    if threads <= 512:
-                        variants.append(dict(resident=2))
-                    if b <= kp.spec.sm_count:
-                        variants.append(dict(preload=True))
-                    for kw in variants:
-                        cfg = RegisterConfig(threads=threads, vecs=vecs, **kw)
+                    for resident in (1, 2) if threads <= 512 else (1,):
+                        cfg = RegisterConfig(threads=threads, vecs=vecs, resident=resident)
                         r = Route(config=cfg, parts=1, grid=b, workspace_words=0, n_env=n)
                         cands.append((cfg.name, r))
                 cell = {"k": k, "n": n, "b": b}

@@ -94,18 +94,17 @@ def check(batch, out, values=None, det=False):
     ROWS_CHECKED["n"] += batch.rows
 
 
-@pytest.mark.parametrize("preload", [False, True], ids=["after-length", "preload"])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"t{t}v{v}" for t, v in SHAPES])
 @pytest.mark.parametrize("k", [512, 1024, 2048])
-def test_families_exact(kp, shape, k, preload):
+def test_families_exact(kp, shape, k):
     """Every value family at lengths from 0 to past the registers (the oversize rows take
     the whole-row selection from memory), one launch per family."""
     cap = 4 * shape[0] * shape[1]
     width = cap + 37
     for i, family in enumerate(FAMILIES):
         batch = make_decode_batch(
-            rng(1, k, *shape, i, preload),
-            batch=32 if preload else 24,
+            rng(1, k, *shape, i),
+            batch=32,
             k=k,
             width=width,
             row_stride=stride_of(width) + 4,
@@ -114,14 +113,12 @@ def test_families_exact(kp, shape, k, preload):
         )
         logits = to_device(batch)
         kv = torch.from_numpy(batch.kv_lens).cuda()
-        cfg = config(*shape, preload=preload)
-        out, _, _, _ = launch(kp, cfg, "decode", logits, kv, None, k)
+        out, _, _, _ = launch(kp, config(*shape), "decode", logits, kv, None, k)
         check(batch, out)
 
 
-@pytest.mark.parametrize("preload", [False, True], ids=["after-length", "preload"])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"t{t}v{v}" for t, v in SHAPES])
-def test_mtp_and_compression(kp, shape, preload):
+def test_mtp_and_compression(kp, shape):
     cap = 4 * shape[0] * shape[1]
     for k, nn, cr in ((512, 2, 1), (1024, 3, 4), (2048, 4, 4), (7, 2, 1)):
         width = cap if cr == 1 else cap - 5
@@ -138,8 +135,7 @@ def test_mtp_and_compression(kp, shape, preload):
         )
         logits = to_device(batch)
         kv = torch.from_numpy(batch.kv_lens).cuda()
-        cfg = config(*shape, preload=preload)
-        out, _, _, _ = launch(kp, cfg, "decode", logits, kv, None, k, next_n=nn, cr=cr)
+        out, _, _, _ = launch(kp, config(*shape), "decode", logits, kv, None, k, next_n=nn, cr=cr)
         check(batch, out)
 
 
@@ -187,15 +183,12 @@ def test_prefill_windows_and_full_rows(kp, shape):
             rng(5, k, *shape), rows=64, k=k, width=cap - 1, row_stride=cap, family="dsa_like"
         )
         logits = to_device(dense)
-        for preload in (False, True):
-            cfg = config(*shape, preload=preload)
-            out, _, _, _ = launch(kp, cfg, "full", logits, None, None, k)
-            check(dense, out)
+        out, _, _, _ = launch(kp, config(*shape), "full", logits, None, None, k)
+        check(dense, out)
 
 
-@pytest.mark.parametrize("preload", [False, True], ids=["after-length", "preload"])
 @pytest.mark.parametrize("shape", [(512, 4), (1024, 8)], ids=str)
-def test_forced_paths_match_the_model(kp, shape, preload):
+def test_forced_paths_match_the_model(kp, shape):
     """Rows built to reach every path; the kernel's recorded path equals the CPU model's and
     every answer is exact."""
     from gvr_reference.register_model import RegisterParams, register_plan
@@ -203,7 +196,7 @@ def test_forced_paths_match_the_model(kp, shape, preload):
     threads, vecs = shape
     cap = 4 * threads * vecs
     k = 512
-    params = RegisterParams(threads, vecs, capacity=2048, preload=preload)
+    params = RegisterParams(threads, vecs, capacity=2048)
     b = 60
     width = cap + 64
     g = rng(6, *shape)
@@ -212,7 +205,7 @@ def test_forced_paths_match_the_model(kp, shape, preload):
     for r in range(b):
         kind = r % 6
         n = int(kv[r])
-        pos = sample_positions(n, 0, params, width)
+        pos = sample_positions(n, 0, params)
         j1 = register_plan(n, k, int(pos.size), params.aim_mult).j1
         if kind == 1:  # the top sample ranks are huge: the rung is above the K-th key
             x[r, pos[:j1]] = 1000.0 + np.arange(j1, dtype=np.float32)
@@ -225,11 +218,9 @@ def test_forced_paths_match_the_model(kp, shape, preload):
         elif kind == 5:  # a crowded tie class above the rung: more keys than the staging
             x[r, g.random(width) < 0.3] = 2.5
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
-    want = np.array(
-        [int(simulate_row(x[r, : kv[r]], k, params, width=width).path) for r in range(b)]
-    )
+    want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(b)])
     logits = torch.from_numpy(x).cuda()
-    cfg = config(threads, vecs, capacity=2048, preload=preload)
+    cfg = config(threads, vecs, capacity=2048)
     out, _, paths, _ = launch(
         kp, cfg, "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True
     )

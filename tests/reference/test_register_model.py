@@ -100,23 +100,3 @@ def test_every_path():
     z[g.random(n) < 0.3] = 2.5
     over = simulate_row(z, k, small)
     assert over.path == Path.RESCUE_OVERFLOW and over.count1 > 1024
-
-
-def test_preload_geometry():
-    """Requested from the width alone: every vector below width // 4 and the width's own tail
-    are held; a slot is valid below n; the row fits when it ends inside what is held."""
-    p = RegisterParams(512, 2, preload=True)
-    cap = 4 * 512 * 2
-    x = np.random.default_rng(5).standard_normal(cap + 3).astype(np.float32)
-    # width - 3 <= cap: the width tail extends the held range past the vectors.
-    assert simulate_row(x, 512, p, width=cap + 3).path != Path.WHOLE_ROW
-    # A wider arena: only the vectors are held, so a row past them is selected from memory.
-    assert simulate_row(x[: cap + 1], 512, p, width=cap + 100).path == Path.WHOLE_ROW
-    assert simulate_row(x[:cap], 512, p, width=cap + 100).path != Path.WHOLE_ROW
-    pos = sample_positions(1000, 0, p, width=cap + 100)
-    assert pos.max() < 1000 and pos.size > 0
-    # Valid by position, lane by lane: thread t samples 4t + t % 4, kept below n = 22 (the
-    # partial vector 5 still contributes its lane 1, position 21).
-    pos = sample_positions(22, 0, RegisterParams(32, 1, preload=True), width=64)
-    assert pos.tolist() == [0, 5, 10, 15, 16, 21]
-    assert sample_positions(22, 0, RegisterParams(32, 1), width=64).tolist() == [0, 5, 10, 15, 16]

@@ -93,9 +93,6 @@ def _register_core(
     """
     few = rows <= spec.sm_count
     prefill = mode == "prefill"
-    # RegisterConfig.preload (the row requested from the width before its length is read) is
-    # not routed: 0-0.6 us faster on full-width rows up to 32 rows, but 0.3-0.7 us slower on
-    # the real rows, which are shorter than their width (tune_register.json, bench_real.json).
     if n_env <= 2048:
         return RegisterConfig(threads=512, vecs=1)
     if n_env <= 4096:

@@ -47,7 +47,6 @@ __all__ = [
     "RegisterPlan",
     "register_plan",
     "sample_positions",
-    "holds",
     "simulate_row",
     "simulate_windows",
 ]
@@ -62,16 +61,12 @@ class RegisterParams:
         vecs: 16-byte vectors each thread holds.
         aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
         capacity: staging entries for the keys at or above the rung.
-        preload: decode and dense rows (window start 0) are requested from the logits width
-            alone: vectors ``v < width // 4`` and the width's own 0-3 tail scores are held, and
-            a slot is valid when its position is below ``n``.
     """
 
     threads: int
     vecs: int
     aim_mult: int = 2
     capacity: int = 8192
-    preload: bool = False
 
     def __post_init__(self) -> None:
         if self.threads < 32 or self.threads % 32:
@@ -118,44 +113,25 @@ def register_plan(n: Any, k: Any, s_valid: Any, aim_mult: int, ops: Any = PY_OPS
     return RegisterPlan(unsampled=unsampled, j1=j1)
 
 
-def sample_positions(n: int, lead: int, p: RegisterParams, width: int | None = None) -> np.ndarray:
-    """Window positions of the valid sample slots, in thread order (``width``: the logits
-    width, needed with ``p.preload``)."""
+def sample_positions(n: int, lead: int, p: RegisterParams) -> np.ndarray:
+    """Window positions of the valid sample slots, in thread order."""
     t = np.arange(p.threads, dtype=np.int64)
     j = t % p.vecs
     q = (t // p.vecs) % 4
     v = t + j * p.threads
     pos = 4 * v + q - lead
-    if p.preload:
-        ok = (v < _width(width, n) >> 2) & (pos < n)
-    else:
-        ok = v < (lead + n) >> 2
-    return pos[ok & (pos >= 0)]
+    nvec = (lead + n) >> 2
+    return pos[(v < nvec) & (pos >= 0)]
 
 
-def _width(width: int | None, n: int) -> int:
-    return n if width is None else int(width)
-
-
-def holds(n: int, lead: int, p: RegisterParams, width: int | None = None) -> bool:
-    """Whether the CTA's registers hold the whole row (else ``WHOLE_ROW``)."""
-    tv = p.threads * p.vecs
-    if p.preload:
-        return n <= 4 * tv or _width(width, n) >> 2 <= tv
-    return (lead + n) >> 2 <= tv
-
-
-def simulate_row(
-    values: np.ndarray, k: int, p: RegisterParams, lead: int = 0, width: int | None = None
-) -> RowTrace:
+def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -> RowTrace:
     """Predict the register-resident kernel's path for one row.
 
     Args:
-        values: float32 ``[n]``, the row's valid window.
+        values: float32 ``[n]``, the row's valid window (``n <= p.max_n``).
         k: top-K size.
         p: the configuration.
         lead: window start modulo 4 (prefill rows); decode rows use 0.
-        width: the logits width (with ``p.preload``; default ``n``).
 
     Returns:
         The :class:`gvr_reference.model.RowTrace` (``t1``/``count1``: the rung and its count).
@@ -163,12 +139,12 @@ def simulate_row(
     n = int(values.shape[0])
     if n <= k:
         return RowTrace(Path.SHORT, n)
-    if not holds(n, lead, p, width):
+    if (lead + n) >> 2 > p.threads * p.vecs:
         # Longer than the registers hold (an envelope below the row): exact radix selection
         # over the row read from global memory.
         return RowTrace(Path.WHOLE_ROW, n)
     keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
-    pos = sample_positions(n, lead, p, width)
+    pos = sample_positions(n, lead, p)
     plan = register_plan(n, k, int(pos.size), p.aim_mult)
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=1, count1=n)
@@ -190,6 +166,5 @@ def simulate_windows(
     traces = []
     for r in range(logits.shape[0]):
         s, n = int(starts[r]), int(lengths[r])
-        row = logits[r, s : s + n]
-        traces.append(simulate_row(row, k, p, lead=s & 3, width=logits.shape[1]))
+        traces.append(simulate_row(logits[r, s : s + n], k, p, lead=s & 3))
     return traces

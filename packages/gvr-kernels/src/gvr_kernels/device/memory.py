@@ -8,7 +8,6 @@ spills upstream). Workspace traffic between CTAs uses L2-coherent ``.cg`` loads.
 
 from __future__ import annotations
 
-import cutlass
 import cutlass.cute as cute
 from cutlass import Uint32
 
@@ -53,27 +52,3 @@ def store_u32(ptr: cute.Pointer, value: Uint32):
 def prefetch_l2(ptr: cute.Pointer):
     """Ask L2 to fetch the line holding ``ptr`` (no register, no wait)."""
     cute.arch.inline_ptx("prefetch.global.L2 [{$r0}];", read_only_args=[ptr])
-
-
-@cute.jit
-def load_vec4_if(ptr: cute.Pointer, ok):
-    """:func:`load_vec4` issued only where ``ok``; elsewhere no memory is touched (the address
-    may be anything) and the four words are 0."""
-    return cute.arch.inline_ptx(
-        "{ .reg .pred p; setp.ne.u32 p, {$r1}, 0;"
-        " mov.u32 {$w0}, 0; mov.u32 {$w1}, 0; mov.u32 {$w2}, 0; mov.u32 {$w3}, 0;"
-        " @p ld.global.nc.L1::no_allocate.v4.u32 { {$w0}, {$w1}, {$w2}, {$w3} }, [{$r0}]; }",
-        write_only_types=[Uint32, Uint32, Uint32, Uint32],
-        read_only_args=[ptr, Uint32(cutlass.select_(ok, Uint32(1), Uint32(0)))],
-    )
-
-
-@cute.jit
-def load_scalar_if(ptr: cute.Pointer, ok) -> Uint32:
-    """:func:`load_scalar` issued only where ``ok`` (else 0, no memory touched)."""
-    return cute.arch.inline_ptx(
-        "{ .reg .pred p; setp.ne.u32 p, {$r1}, 0; mov.u32 {$w0}, 0;"
-        " @p ld.global.nc.u32 {$w0}, [{$r0}]; }",
-        write_only_types=[Uint32],
-        read_only_args=[ptr, Uint32(cutlass.select_(ok, Uint32(1), Uint32(0)))],
-    )

@@ -36,9 +36,6 @@ class RegisterConfig:
         capacity: staging entries (order key and position, 8 bytes each in shared memory) for
             the keys at or above the rung; more of them select from the registers instead.
         resident: CTAs per SM the register budget is built for (``min_blocks_per_mp``).
-        preload: decode and dense modes only: request the row from the logits width alone,
-            before its length is read (saves a memory round trip; reads up to the width even
-            for short rows, so it suits few rows).
         with_values: also write the fp32 values of the selection (``-FLT_MAX`` beside ``-1``).
         deterministic: the K-th value's tie class yields its smallest indices.
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
@@ -51,7 +48,6 @@ class RegisterConfig:
     aim_mult: int = 2
     capacity: int = 8192
     resident: int = 1
-    preload: bool = False
     with_values: bool = False
     deterministic: bool = False
     record_paths: bool = False
@@ -78,19 +74,13 @@ class RegisterConfig:
             raise ValueError(
                 f"capacity must be a multiple of 4 and >= threads, got {self.capacity}"
             )
-        if self.preload and self.mode == "prefill":
-            raise ValueError("preload serves decode and dense rows only, not mode='prefill'")
         _ = self.params  # validates aim_mult
 
     @property
     def params(self) -> RegisterParams:
         """The per-row decision parameters (``gvr_reference.register_model``)."""
         return RegisterParams(
-            threads=self.threads,
-            vecs=self.vecs,
-            aim_mult=self.aim_mult,
-            capacity=self.capacity,
-            preload=self.preload,
+            threads=self.threads, vecs=self.vecs, aim_mult=self.aim_mult, capacity=self.capacity
         )
 
     @property
@@ -148,8 +138,6 @@ class RegisterConfig:
             f"c{self.capacity}",
             f"r{self.resident}",
         ]
-        if self.preload:
-            parts.append("pre")
         if self.with_values:
             parts.append("values")
         if self.deterministic:

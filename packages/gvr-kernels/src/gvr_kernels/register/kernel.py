@@ -30,14 +30,14 @@ from __future__ import annotations
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass import Boolean, Int32, Int64, Uint32, const_expr
+from cutlass import Int32, Int64, Uint32, const_expr
 from gvr_reference.model import Path
 from gvr_reference.register_model import register_plan
 
 from ..device import shared
 from ..device.keys import KEY_MAX, NEG_FLT_MAX_BITS, order_key
 from ..device.layout import Ctl, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import load_scalar, load_scalar_if, load_vec4_if, store_u32
+from ..device.memory import load_scalar, load_vec4, store_u32
 from ..device.ops import DEVICE_OPS
 from ..device.select import narrow, select_and_emit
 from ..device.staging import stage_selected
@@ -115,17 +115,10 @@ class RegisterTopK:
         parts: Int32,
     ):
         cfg = self.cfg
-        tv = cfg.threads * cfg.vecs
         row, _, _ = cute.arch.block_idx()
         sh, _ = allocate_shared(cfg)
 
         width = logits.shape[1]
-        row_base = logits.iterator + Int64(row) * Int64(logits.stride[0])
-        w4 = width >> 2
-        if const_expr(cfg.preload):
-            # Decode and dense rows start at column 0, so the whole row can be requested from
-            # the width alone, before the row's length is known (one memory round trip less).
-            raw, tail_bits = self._issue_loads(row_base, Int32(0), w4, w4 * 4, width)
         n = width
         start = Int32(0)
         if const_expr(cfg.mode == "decode"):
@@ -138,7 +131,8 @@ class RegisterTopK:
             n = e - s
             start = s
         lead = start & Int32(3)
-        base = row_base + Int64(start - lead)
+        row_off = Int64(row) * Int64(logits.stride[0]) + Int64(start - lead)
+        base = logits.iterator + row_off
 
         if n <= k:
             self._short_row(out, values, base, lead, row, n, k)
@@ -146,46 +140,15 @@ class RegisterTopK:
         else:
             nvec = (lead + n) >> 2
             win = Window(base, lead, nvec, cutlass.max(nvec * 4 - lead, Int32(0)), n)
-            if const_expr(cfg.preload):
-                if (n <= 4 * tv) | (w4 <= tv):
-                    held = (w4, w4 * 4, w4 <= tv)
-                    self._held_row(sh, out, values, paths, win, row, k, raw, tail_bits, held)
-                else:
-                    self._whole_row(sh, out, values, paths, win, row, k)
+            if (nvec >= 1) & (nvec <= cfg.threads * cfg.vecs):
+                self._held_row(sh, out, values, paths, win, row, k)
             else:
-                if nvec <= tv:
-                    raw_l, tail_l = self._issue_loads(base, lead, nvec, nvec * 4 - lead, n)
-                    held = (nvec, nvec * 4 - lead, Boolean(True))
-                    self._held_row(sh, out, values, paths, win, row, k, raw_l, tail_l, held)
-                else:
-                    self._whole_row(sh, out, values, paths, win, row, k)
-
-    @cute.jit
-    def _issue_loads(self, base, lead: Int32, vlim: Int32, tail_base: Int32, tail_lim: Int32):
-        """Request this thread's vectors ``tid + j * threads`` (``j < vecs``, those below
-        ``vlim``) and, on warp 0, the tail scores at ``tail_base + lane`` below ``tail_lim``:
-        every load in flight before any is used; slots not loaded read 0."""
-        cfg = self.cfg
-        tid, _, _ = cute.arch.thread_idx()
-        lane = cute.arch.lane_idx()
-        raw = []
-        for j in cutlass.range_constexpr(cfg.vecs):
-            v = tid + j * cfg.threads
-            raw.append(load_vec4_if(base + Int64(v) * Int64(4), v < vlim))
-        t_pos = tail_base + lane
-        tail_ok = (tid < 32) & (t_pos < tail_lim)
-        tail_bits = load_scalar_if(base + (lead + t_pos), tail_ok)
-        return raw, tail_bits
-
-    @cute.jit
-    def _whole_row(self, sh, out, values, paths, win, row: Int32, k: Int32):
-        """A row longer than the registers hold: exact radix selection from memory."""
-        self._zero_shared(sh)
-        cute.arch.barrier()
-        select_and_emit(
-            self.cfg, sh, win, Source.ROW, out, values, row, k, Uint32(0), Uint32(KEY_MAX), win.n
-        )
-        self._record(paths, row, Int32(Path.WHOLE_ROW))
+                self._zero_shared(sh)
+                cute.arch.barrier()
+                select_and_emit(
+                    cfg, sh, win, Source.ROW, out, values, row, k, Uint32(0), Uint32(KEY_MAX), n
+                )
+                self._record(paths, row, Int32(Path.WHOLE_ROW))
 
     # ------------------------------------------------------------------ row bodies
     @cute.jit
@@ -210,16 +173,22 @@ class RegisterTopK:
             sh.ctl[tid] = Int32(0)
 
     @cute.jit
-    def _held_row(self, sh, out, values, paths, win, row: Int32, k: Int32, raw, tail_bits, held):
-        """A row held in registers: ``raw`` / ``tail_bits`` as :meth:`_issue_loads` returned
-        them, ``held = (vlim, tail_base, tail_on)``: vectors below ``vlim`` were loaded, the
-        tail slot holds ``tail_base + lane`` when ``tail_on``."""
+    def _held_row(self, sh, out, values, paths, win, row: Int32, k: Int32):
         cfg = self.cfg
         threads = cfg.threads
         tid, _, _ = cute.arch.thread_idx()
         lane = cute.arch.lane_idx()
+        warp_id = tid // 32
         base, lead, nvec, tail_start, n = win
-        vlim, tail_base, tail_on = held
+
+        # ---- load: every vector and the tail in flight before any is used
+        raw = []
+        for j in cutlass.range_constexpr(cfg.vecs):
+            v = tid + j * threads
+            raw.append(load_vec4(base + Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(4)))
+        t_pos = tail_start + lane
+        tail_ok = (warp_id == 0) & (t_pos < n)
+        tail_bits = load_scalar(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))))
         self._zero_shared(sh)
         cute.arch.barrier()
 
@@ -227,13 +196,10 @@ class RegisterTopK:
         p0 = tid * 4 - lead
         keys = []
         for j in cutlass.range_constexpr(cfg.vecs):
-            v_ok = tid + j * threads < vlim
+            v_ok = tid + j * threads < nvec
             for q in cutlass.range_constexpr(4):
-                pos = p0 + (j * 4 * threads + q)
-                ok = v_ok & (pos >= 0) & (pos < n)
+                ok = v_ok & (p0 + (j * 4 * threads + q) >= 0)
                 keys.append(Uint32(cutlass.select_(ok, order_key(raw[j][q]), Uint32(0))))
-        t_pos = tail_base + lane
-        tail_ok = tail_on & (tid < 32) & (t_pos < n)
         keys.append(Uint32(cutlass.select_(tail_ok, order_key(tail_bits), Uint32(0))))
         regs = RegisterRow(keys, p0, t_pos)
 
