@@ -8,39 +8,20 @@ every row took is compared with the CPU model (``gvr_reference.register_model``)
 
 from __future__ import annotations
 
-import os
-import time
-
+import kernel_helpers as helpers
 import numpy as np
 import pytest
 from gvr_reference import validate
 from gvr_reference.model import Path
-from gvr_reference.oracle import topk_windows
 from gvr_reference.register_model import sample_positions, simulate_row
 from gvr_reference.windows import RowWindows
 from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
+from kernel_helpers import FAMILIES, SEED, rng
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
-SEED = int(os.environ.get("GVR_TEST_SEED", time.time_ns() % (1 << 31)))
 ROWS_CHECKED = {"n": 0}
-FAMILIES = (
-    "gaussian",
-    "dsa_like",
-    "tie_flood",
-    "two_valued",
-    "constant",
-    "hidden_peaks",
-    "position_skew",
-    "pos_inf",
-    "neg_inf",
-    "denormals",
-    "signed_zero",
-    "nan",
-    "quantized",
-    "near_flt_max",
-)
 #: (threads, vecs): every shape the router uses and the extremes of the family.
 SHAPES = [(256, 1), (512, 2), (512, 4), (1024, 4), (512, 8), (1024, 8)]
 
@@ -53,10 +34,6 @@ def kp():
 
     print(f"\nseed {SEED}")
     return KernelProvider()
-
-
-def rng(*salt):
-    return np.random.default_rng([SEED, *salt])
 
 
 def config(threads, vecs, **kw):
@@ -75,23 +52,15 @@ def launch(kp, cfg, mode, logits, a, b, k, **kw):
 
 
 def to_device(batch):
-    arena = torch.from_numpy(np.ascontiguousarray(batch.arena)).cuda()
-    return arena[:, : batch.width]
+    return helpers.to_device(batch)[1]
 
 
 def stride_of(width):
-    return -(-width // 4) * 4
+    return helpers.padded_stride(width)
 
 
 def check(batch, out, values=None, det=False):
-    o = out.cpu().numpy()
-    v = None if values is None else values.cpu().numpy()
-    report = validate.check_topk(batch.logits, batch.windows, batch.k, o, v)
-    assert report.ok, report.summary()
-    if det:
-        want = topk_windows(batch.logits, batch.windows, batch.k, deterministic=True)
-        assert np.array_equal(np.sort(want, axis=1), np.sort(o, axis=1)), "tie choice"
-    ROWS_CHECKED["n"] += batch.rows
+    helpers.check(ROWS_CHECKED, batch, out, values, det)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"t{t}v{v}" for t, v in SHAPES])

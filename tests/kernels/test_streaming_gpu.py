@@ -8,40 +8,21 @@ ahead-of-time export (``GVR_AOT_DIR``) or are compiled on the spot.
 
 from __future__ import annotations
 
-import os
-import time
-
+import kernel_helpers as helpers
 import numpy as np
 import pytest
 from gvr_kernels.routing import route_static
 from gvr_reference import validate
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import ModelConfig, Path, simulate_row
-from gvr_reference.oracle import topk_windows
 from gvr_reference.windows import RowWindows
 from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
+from kernel_helpers import FAMILIES, SEED, padded_stride, rng, to_device
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
-SEED = int(os.environ.get("GVR_TEST_SEED", time.time_ns() % (1 << 31)))
 ROWS_CHECKED = {"n": 0}
-FAMILIES = (
-    "gaussian",
-    "dsa_like",
-    "tie_flood",
-    "two_valued",
-    "constant",
-    "hidden_peaks",
-    "position_skew",
-    "pos_inf",
-    "neg_inf",
-    "denormals",
-    "signed_zero",
-    "nan",
-    "quantized",
-    "near_flt_max",
-)
 
 
 @pytest.fixture(scope="module")
@@ -54,29 +35,8 @@ def kp():
     return KernelProvider()
 
 
-def rng(*salt):
-    return np.random.default_rng([SEED, *salt])
-
-
-def to_device(batch):
-    """The batch's arena on the device and the logits view with the same strides."""
-    arena = torch.from_numpy(np.ascontiguousarray(batch.arena)).cuda()
-    return arena, arena[:, : batch.width]
-
-
-def padded_stride(width):
-    return -(-width // 4) * 4
-
-
 def check(batch, out, values=None, det=False):
-    o = out.cpu().numpy()
-    v = None if values is None else values.cpu().numpy()
-    report = validate.check_topk(batch.logits, batch.windows, batch.k, o, v)
-    assert report.ok, report.summary()
-    if det:
-        want = topk_windows(batch.logits, batch.windows, batch.k, deterministic=True)
-        assert np.array_equal(np.sort(want, axis=1), np.sort(o, axis=1)), "tie choice"
-    ROWS_CHECKED["n"] += batch.rows
+    helpers.check(ROWS_CHECKED, batch, out, values, det)
 
 
 DECODE = [

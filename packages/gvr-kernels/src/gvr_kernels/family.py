@@ -8,7 +8,26 @@ from dataclasses import dataclass, field
 
 from .abi import fake_kernel_args
 
-__all__ = ["Family"]
+__all__ = ["Family", "layout_bytes", "fits_device"]
+
+
+def layout_bytes(layout, align: int) -> int:
+    """Bytes of a shared-memory layout of ``(name, dtype, count)`` arrays of 4-byte elements
+    allocated in order, each aligned to ``align`` bytes (what ``device.shared.allocate_shared``
+    allocates for it)."""
+    total = 0
+    for _, _, count in layout:
+        total = -(-total // align) * align + 4 * count
+    return total
+
+
+def fits_device(config, spec) -> bool:
+    """Whether a configuration's shared memory fits one CTA of ``spec`` and its residency
+    (``resident_ctas`` CTAs) fits one SM."""
+    return (
+        config.smem_bytes <= spec.smem_per_block
+        and config.resident_ctas * config.smem_bytes <= spec.smem_per_sm
+    )
 
 
 @dataclass(frozen=True)
@@ -23,7 +42,7 @@ class Family:
             ``@cute.jit __call__`` taking :class:`~gvr_kernels.abi.KernelArgs` and the stream);
             imported only to compile.
         can_implement: ``can_implement(config, spec) -> bool``: whether the configuration fits
-            a device (:class:`~gvr_kernels.spec.DeviceSpec`).
+            a device (:class:`~gvr_kernels.spec.DeviceSpec`); default :func:`fits_device`.
         fake_args: ``fake_args(config) -> tuple``: the arguments ``cute.compile`` traces the
             kernel with (default: the common ABI's :func:`~gvr_kernels.abi.fake_kernel_args`).
     """
@@ -31,7 +50,7 @@ class Family:
     name: str
     config_type: type
     kernel: str
-    can_implement: Callable
+    can_implement: Callable = fits_device
     fake_args: Callable = field(default=lambda config: fake_kernel_args())
 
     @property

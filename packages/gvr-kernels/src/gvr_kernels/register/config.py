@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from gvr_reference.register_model import RegisterParams
 
+from ..family import layout_bytes
+
 __all__ = ["RegisterConfig", "MODES", "HIST_BINS", "CTL_WORDS", "SMEM_ALIGN"]
 
 MODES = ("decode", "prefill", "full")
@@ -106,10 +108,7 @@ class RegisterConfig:
     @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory per CTA (bytes): the arrays of :meth:`shared_layout`."""
-        total = 0
-        for _, _, count in self.shared_layout():
-            total = -(-total // SMEM_ALIGN) * SMEM_ALIGN + 4 * count
-        return total
+        return layout_bytes(self.shared_layout(), SMEM_ALIGN)
 
     @property
     def resident_ctas(self) -> int:

@@ -35,12 +35,13 @@ from gvr_reference.model import Path
 from gvr_reference.register_model import register_plan
 
 from ..device import shared
-from ..device.keys import KEY_MAX, NEG_FLT_MAX_BITS, order_key
+from ..device.keys import KEY_MAX, order_key
 from ..device.layout import Ctl, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import load_scalar, load_vec4, store_u32
+from ..device.memory import load_scalar, load_vec4
 from ..device.ops import DEVICE_OPS
 from ..device.select import narrow, select_and_emit
 from ..device.staging import stage_selected
+from ..device.window import row_window, write_short_row
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, RegisterConfig
 
 __all__ = ["RegisterTopK", "allocate_shared"]
@@ -118,24 +119,10 @@ class RegisterTopK:
         row, _, _ = cute.arch.block_idx()
         sh, _ = allocate_shared(cfg)
 
-        width = logits.shape[1]
-        n = width
-        start = Int32(0)
-        if const_expr(cfg.mode == "decode"):
-            req = row // next_n
-            t = lens_a[req] - next_n + (row - req * next_n) + 1
-            n = cutlass.min(cutlass.max(t, Int32(0)) >> cr_shift, width)
-        if const_expr(cfg.mode == "prefill"):
-            s = cutlass.min(cutlass.max(lens_a[row], Int32(0)), width)
-            e = cutlass.min(cutlass.max(lens_b[row], s), width)
-            n = e - s
-            start = s
-        lead = start & Int32(3)
-        row_off = Int64(row) * Int64(logits.stride[0]) + Int64(start - lead)
-        base = logits.iterator + row_off
+        n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift)
 
         if n <= k:
-            self._short_row(out, values, base, lead, row, n, k)
+            write_short_row(cfg, out, values, base, lead, row, n, k)
             self._record(paths, row, Int32(Path.SHORT))
         else:
             nvec = (lead + n) >> 2
@@ -151,19 +138,6 @@ class RegisterTopK:
                 self._record(paths, row, Int32(Path.WHOLE_ROW))
 
     # ------------------------------------------------------------------ row bodies
-    @cute.jit
-    def _short_row(self, out, values, base, lead: Int32, row: Int32, n: Int32, k: Int32):
-        """``n <= k``: identity, then ``-1`` (values: the scores, then ``-FLT_MAX``)."""
-        tid, _, _ = cute.arch.thread_idx()
-        for j in cutlass.range(tid, k, self.cfg.threads):
-            inside = j < n
-            out[row, j] = cutlass.select_(inside, j, Int32(-1))
-            if const_expr(self.cfg.with_values):
-                bits = Uint32(NEG_FLT_MAX_BITS)
-                if inside:
-                    bits = load_scalar(base + (lead + j))
-                store_u32(values.iterator + (Int64(row) * Int64(k) + Int64(j)), bits)
-
     @cute.jit
     def _zero_shared(self, sh):
         tid, _, _ = cute.arch.thread_idx()

@@ -12,17 +12,8 @@ from .config import StreamingConfig
 __all__ = ["StreamingConfig", "FAMILY"]
 
 
-def _can_implement(config: StreamingConfig, spec) -> bool:
-    """The configuration's shared memory fits one CTA of the device, at its residency."""
-    return (
-        config.smem_bytes <= spec.smem_per_block
-        and config.resident_ctas * config.smem_bytes <= spec.smem_per_sm
-    )
-
-
 FAMILY = Family(
     name="streaming",
     config_type=StreamingConfig,
     kernel="gvr_kernels.streaming.kernel:StreamingTopK",
-    can_implement=_can_implement,
 )

@@ -43,14 +43,15 @@ from gvr_reference.ladder import row_plan
 from gvr_reference.model import Path
 
 from ..device import shared
-from ..device.keys import KEY_MAX, NEG_FLT_MAX_BITS, order_key, stream_threshold, survives
+from ..device.keys import KEY_MAX, order_key, stream_threshold, survives
 from ..device.layout import Ctl, Goal, Rank, Source, Window
-from ..device.memory import load_coherent, load_scalar, prefetch_l2, store_u32
+from ..device.memory import load_coherent, load_scalar, prefetch_l2
 from ..device.ops import DEVICE_OPS
 from ..device.sampling import load_sample
 from ..device.select import narrow, select_and_emit
 from ..device.staging import stage_selected
 from ..device.tiles import load_tile
+from ..device.window import row_window, write_short_row
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, WS_HEADER_WORDS, StreamingConfig
 
 __all__ = ["StreamingTopK", "allocate_shared"]
@@ -145,26 +146,11 @@ class StreamingTopK:
         sh, _ = allocate_shared(cfg)
 
         # ---- 1. the row window
-        width = logits.shape[1]
-        n = width
-        start = Int32(0)
-        if const_expr(cfg.mode == "decode"):
-            req = row // next_n
-            t = lens_a[req] - next_n + (row - req * next_n) + 1
-            n = cutlass.min(cutlass.max(t, Int32(0)) >> cr_shift, width)
-        if const_expr(cfg.mode == "prefill"):
-            s = cutlass.min(cutlass.max(lens_a[row], Int32(0)), width)
-            e = cutlass.min(cutlass.max(lens_b[row], s), width)
-            n = e - s
-            start = s
-        lead = start & Int32(3)
-        # Element offset of the 16-byte-aligned address at or below the window start.
-        row_off = Int64(row) * Int64(logits.stride[0]) + Int64(start - lead)
-        base = logits.iterator + row_off
+        n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift)
 
         if n <= k:
             if part == 0:
-                self._short_row(out, values, base, lead, row, n, k)
+                write_short_row(cfg, out, values, base, lead, row, n, k)
                 self._record(paths, row, Int32(Path.SHORT))
         else:
             if tid < HIST_BINS:
@@ -175,19 +161,6 @@ class StreamingTopK:
             self._long_row(sh, out, values, workspace, paths, base, lead, row, part, parts, n, k)
 
     # ------------------------------------------------------------------ row bodies
-    @cute.jit
-    def _short_row(self, out, values, base, lead: Int32, row: Int32, n: Int32, k: Int32):
-        """``n <= k``: identity, then ``-1`` (values: the scores, then ``-FLT_MAX``)."""
-        tid, _, _ = cute.arch.thread_idx()
-        for j in cutlass.range(tid, k, self.cfg.threads):
-            inside = j < n
-            out[row, j] = cutlass.select_(inside, j, Int32(-1))
-            if const_expr(self.cfg.with_values):
-                bits = Uint32(NEG_FLT_MAX_BITS)
-                if inside:
-                    bits = load_scalar(base + (lead + j))
-                store_u32(values.iterator + (Int64(row) * Int64(k) + Int64(j)), bits)
-
     @cute.jit
     def _long_row(self, sh, out, values, workspace, paths, base, lead, row, part, parts, n, k):
         cfg = self.cfg

@@ -1,0 +1,63 @@
+"""The row window every family reads, and the short-row answer.
+
+Row ``row`` of a launch selects from the window ``[start, start + n)`` of its logits row:
+
+- ``mode="decode"``: request ``row // next_n``,
+  ``n = max(0, kv_lens[req] - next_n + row % next_n + 1) >> cr_shift``, ``start = 0``;
+- ``mode="prefill"``: ``s = clamp(row_starts[row], 0, width)``,
+  ``e = clamp(row_ends[row], s, width)``, ``n = e - s``, ``start = s``;
+- ``mode="full"``: ``n = width``, ``start = 0``;
+
+always clamped to the logits width (never to the launch envelope). The phases address the
+window from the 16-byte-aligned element at or below its start (``lead = start % 4`` lanes
+before it are masked by position).
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32, Int64, Uint32, const_expr
+
+from .keys import NEG_FLT_MAX_BITS
+from .memory import load_scalar, store_u32
+
+__all__ = ["row_window", "write_short_row"]
+
+
+@cute.jit
+def row_window(mode: cutlass.Constexpr, logits, lens_a, lens_b, row: Int32, next_n, cr_shift):
+    """``(n, lead, base)`` of output row ``row``: the valid length, the window start modulo 4
+    and the pointer to the aligned element at or below the start."""
+    width = logits.shape[1]
+    n = width
+    start = Int32(0)
+    if const_expr(mode == "decode"):
+        req = row // next_n
+        t = lens_a[req] - next_n + (row - req * next_n) + 1
+        n = cutlass.min(cutlass.max(t, Int32(0)) >> cr_shift, width)
+    if const_expr(mode == "prefill"):
+        s = cutlass.min(cutlass.max(lens_a[row], Int32(0)), width)
+        e = cutlass.min(cutlass.max(lens_b[row], s), width)
+        n = e - s
+        start = s
+    lead = start & Int32(3)
+    # Element offset of the 16-byte-aligned address at or below the window start.
+    row_off = Int64(row) * Int64(logits.stride[0]) + Int64(start - lead)
+    return n, lead, logits.iterator + row_off
+
+
+@cute.jit
+def write_short_row(
+    cfg: cutlass.Constexpr, out, values, base, lead: Int32, row: Int32, n: Int32, k: Int32
+):
+    """``n <= k``: the identity, then ``-1`` (values: the scores, then ``-FLT_MAX``)."""
+    tid, _, _ = cute.arch.thread_idx()
+    for j in cutlass.range(tid, k, cfg.threads):
+        inside = j < n
+        out[row, j] = cutlass.select_(inside, j, Int32(-1))
+        if const_expr(cfg.with_values):
+            bits = Uint32(NEG_FLT_MAX_BITS)
+            if inside:
+                bits = load_scalar(base + (lead + j))
+            store_u32(values.iterator + (Int64(row) * Int64(k) + Int64(j)), bits)

@@ -1,0 +1,60 @@
+"""Shared pieces of the kernel device suites: the seed, the value families, device copies of
+the reference batches, and the oracle check that counts the rows it verified."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+from gvr_reference import validate
+from gvr_reference.oracle import topk_windows
+
+#: Fresh random rows every run; replay a failure with ``GVR_TEST_SEED``.
+SEED = int(os.environ.get("GVR_TEST_SEED", time.time_ns() % (1 << 31)))
+#: Every value family of ``gvr_reference.workloads`` the suites draw rows from.
+FAMILIES = (
+    "gaussian",
+    "dsa_like",
+    "tie_flood",
+    "two_valued",
+    "constant",
+    "hidden_peaks",
+    "position_skew",
+    "pos_inf",
+    "neg_inf",
+    "denormals",
+    "signed_zero",
+    "nan",
+    "quantized",
+    "near_flt_max",
+)
+
+
+def rng(*salt):
+    return np.random.default_rng([SEED, *salt])
+
+
+def to_device(batch):
+    """The batch's arena on the device and the logits view with the same strides."""
+    import torch
+
+    arena = torch.from_numpy(np.ascontiguousarray(batch.arena)).cuda()
+    return arena, arena[:, : batch.width]
+
+
+def padded_stride(width):
+    return -(-width // 4) * 4
+
+
+def check(counter, batch, out, values=None, det=False):
+    """Validate a result against the oracle (and, with ``det``, the smallest-index tie
+    choice); add the batch's rows to ``counter["n"]``."""
+    o = out.cpu().numpy()
+    v = None if values is None else values.cpu().numpy()
+    report = validate.check_topk(batch.logits, batch.windows, batch.k, o, v)
+    assert report.ok, report.summary()
+    if det:
+        want = topk_windows(batch.logits, batch.windows, batch.k, deterministic=True)
+        assert np.array_equal(np.sort(want, axis=1), np.sort(o, axis=1)), "tie choice"
+    counter["n"] += batch.rows
