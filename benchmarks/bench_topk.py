@@ -14,6 +14,12 @@ the inexact cells of the other providers are listed per input family in the JSON
 not cover a cell, the cell gets a record with ``exact: null`` and a ``not applicable: ...``
 note, so nothing is skipped silently.
 
+The ``ragged`` set: serving-like decode batches (b in {8, 64, 256}, arenas of 65,536 and
+262,144 scores, K 512 and 2048) whose lengths are 80 % short (256-4,096 scores, log-uniform),
+15 % mid (4,096 to width / 4) and 5 % long (width / 2 to the width; the last row is the full
+width), with ``max_seq_len`` the arena width as engines pass it (``ragged_lengths``); the
+``gvr-grouped`` provider times the same rows as uniform batches grouped by length class.
+
 Timings: cold L2 (a buffer twice the L2 size is rewritten before every repetition), CUDA
 events around the call, median / p10 / p90 of ``--reps`` repetitions; the ``graph`` set times
 CUDA-graph replays (one eager call on the capturing stream, then the capture). Before the
@@ -25,6 +31,8 @@ Providers (``--providers``, default ``gvr,gvr2,torch``):
   gvr        the public API (``gvr_dispatch.topk_decode`` / ``topk_prefill`` / ``topk``)
   gvr-width  ``topk_decode`` without ``max_seq_len`` (envelope: the logits width), ``out=``
   gvr-plain  ``topk_decode(logits, kv_lens, k)``: no ``out``, no ``max_seq_len``
+  gvr-grouped  the ``ragged`` set only: the same rows run as uniform batches grouped by length
+             class (each group its own call, width and ``max_seq_len``), timed as one sum
   gvr-raw    the compiled kernel called directly with the routed launch (no validation)
   gvr2       FlashInfer's GVR V2 port, hint-free:
              ``top_k_varlen(logits, seq_lens, k, backend="gvr_2", skip_check=True,
@@ -63,11 +71,20 @@ from pathlib import Path
 
 import torch
 
-SETS = ("decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "host")
-PROVIDERS = ("gvr", "gvr-width", "gvr-plain", "gvr-raw", "gvr2", "torch", "flashinfer")
+SETS = ("decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "ragged", "host")
+PROVIDERS = (
+    "gvr",
+    "gvr-width",
+    "gvr-plain",
+    "gvr-grouped",
+    "gvr-raw",
+    "gvr2",
+    "torch",
+    "flashinfer",
+)
 DEFAULT_PROVIDERS = "gvr,gvr2,torch"
 # Providers that promise an exact top-K: one inexact row of theirs fails the run (exit 1).
-CLAIMS_EXACT = ("gvr", "gvr-width", "gvr-plain", "gvr-raw", "torch")
+CLAIMS_EXACT = ("gvr", "gvr-width", "gvr-plain", "gvr-grouped", "gvr-raw", "torch")
 # The two GVR entry points compared against gvr_2 (``ratio_vs_gvr2`` = their time / gvr_2's).
 GVR_PROVIDERS = ("gvr", "gvr-width", "gvr-plain", "gvr-raw")
 GVR2_K = (512, 1024, 2048)
@@ -390,6 +407,8 @@ def make_call(name: str, case: Case, out: torch.Tensor):
         return gvr_width_call(case, out), None
     if name == "gvr-plain":
         return gvr_plain_call(case, out)
+    if name == "gvr-grouped":
+        return gvr_grouped_call(case, out)
     if name == "gvr-raw":
         return gvr_raw_call(case, out), None
     if name == "torch":
@@ -560,6 +579,100 @@ def real_cases(k, args):
     return cases
 
 
+#: The ragged set: arena widths and batch sizes.
+RAGGED_WIDTHS = (65536, 262144)
+RAGGED_B = (8, 64, 256)
+#: Its length classes, as fractions of the rows: (fraction, low, high), lengths log-uniform in
+#: [low, high) (bounds above 1 are scores, at most 1 a fraction of the width).
+RAGGED_CLASSES = ((0.80, 256, 4096), (0.15, 4096, 0.25), (0.05, 0.5, 1.0))
+
+
+def ragged_lengths(b: int, width: int, seed: int = 0):
+    """Serving-like decode lengths for a batch of ``b`` rows in an arena of ``width``: 80 % short
+    (256-4,096 scores, log-uniform), 15 % mid (4,096 to width / 4), 5 % long (width / 2 to the
+    width), at least one long row and the last row the full width, shuffled (numpy int64)."""
+    import numpy as np
+
+    rng = np.random.default_rng([seed, b, width])
+    counts = [round(b * f) for f, _, _ in RAGGED_CLASSES[1:]]
+    counts[1] = max(counts[1], 1)
+    counts.insert(0, b - sum(counts))
+    parts = []
+    for count, (_, lo, hi) in zip(counts, RAGGED_CLASSES, strict=True):
+        lo = lo if lo > 1 else lo * width
+        hi = hi if hi > 1 else hi * width
+        parts.append(np.exp(rng.uniform(np.log(lo), np.log(hi), count)))
+    lengths = np.minimum(np.concatenate(parts).astype(np.int64), width)
+    lengths = rng.permutation(lengths)
+    lengths[-1] = width
+    return lengths
+
+
+def ragged_groups(lengths, width: int):
+    """Row indices of the ragged batch by length class (the uniform batches it is compared
+    with): each row in exactly one group, groups in class order, empty groups left out."""
+    import numpy as np
+
+    lengths = np.asarray(lengths)
+    bounds = [0, 4096, width // 4, width + 1]
+    groups = []
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        idx = np.nonzero((lengths > lo) & (lengths <= hi))[0]
+        if idx.size:
+            groups.append(idx)
+    return groups
+
+
+def ragged_case(k, b, width, g, seed=0):
+    """A ragged decode batch (:func:`ragged_lengths`) of gaussian rows in a ``width`` arena;
+    ``max_seq_len`` is the arena width, as an engine passes it."""
+    from gvr_kernels.testing import families
+
+    lengths = torch.from_numpy(ragged_lengths(b, width, seed)).cuda()
+    logits = families("gaussian", b, width, k, g)
+    return Case(
+        "ragged",
+        "decode",
+        k,
+        logits,
+        torch.zeros_like(lengths),
+        lengths,
+        kv_lens=lengths.to(torch.int32),
+        family="ragged",
+        max_seq_len=width,
+    )
+
+
+def gvr_grouped_call(case: Case, out: torch.Tensor):
+    """The rows of a ragged case run as uniform batches grouped by length class: each group a
+    contiguous copy of its rows, its width and ``max_seq_len`` the group's longest row (rounded
+    up to 4); the timed call runs every group, ``finish`` scatters the answers into ``out``."""
+    import gvr_dispatch as gvr
+
+    if case.set != "ragged":
+        return "ragged set only"
+    lengths = case.lengths.cpu().numpy()
+    groups = []
+    for idx in ragged_groups(lengths, case.logits.shape[1]):
+        longest = int(lengths[idx].max())
+        w = -(-longest // 4) * 4
+        rows = torch.from_numpy(idx).to(case.logits.device)
+        x = case.logits.index_select(0, rows)[:, :w].contiguous()
+        kv = case.kv_lens.index_select(0, rows)
+        o = torch.empty((idx.size, case.k), dtype=torch.int32, device=x.device)
+        groups.append((rows, x, kv, o, longest))
+
+    def run():
+        for _, x, kv, o, longest in groups:
+            gvr.topk_decode(x, kv, case.k, out=o, max_seq_len=longest)
+
+    def finish(_):
+        for rows, _, _, o, _ in groups:
+            out.index_copy_(0, rows, o)
+
+    return run, finish
+
+
 def build_cases(set_name: str, g, args):
     if set_name in ("decode-grid", "graph", "host"):
         ks = GRID_K if set_name != "host" else (512, 2048)
@@ -595,6 +708,11 @@ def build_cases(set_name: str, g, args):
                 for n in (131072, 262144):
                     for b in (1, 32):
                         yield decode_case("adversarial", k, b, n, g, family=fam)
+    elif set_name == "ragged":
+        for k in (512, 2048):
+            for width in RAGGED_WIDTHS:
+                for b in RAGGED_B:
+                    yield ragged_case(k, b, width, g, seed=args.seed)
 
 
 # ----------------------------------------------------------------------------- running
@@ -946,6 +1064,7 @@ LABELS = {
     "gvr": "GVR",
     "gvr-width": "GVR (no max_seq_len)",
     "gvr-plain": "GVR (no out, no max_seq_len)",
+    "gvr-grouped": "GVR (rows grouped by length)",
     "gvr-raw": "GVR (raw kernel)",
     "gvr2": "gvr_2",
     "torch": "torch.topk",
@@ -977,7 +1096,7 @@ def speedup_headline(provider: str, block: dict) -> str:
     )
 
 
-SUMMARY_SETS = ("decode-grid", "graph", "mtp", "prefill", "real", "adversarial")
+SUMMARY_SETS = ("decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "ragged")
 
 
 def where(set_name: str, timing: str) -> str:
@@ -1058,10 +1177,43 @@ def summary(records) -> dict:
                 headlines.append(f"{where(set_name, timing)}: {ratio_headline(prov, rb)}")
             if block:
                 by_set.setdefault(set_name, {})[timing] = block
+    grouped = ragged_vs_grouped(recs)
+    for timing, block in grouped.items():
+        out.setdefault("ragged_vs_grouped", {})[timing] = block
+        headlines.append(
+            f"ragged, {timing}: GVR takes {block['geomean_ratio']:.2f}x the time of the same rows"
+            f" run as uniform batches grouped by length (geomean over {block['cells']} cells;"
+            f" worst {block['worst_ratio']:.2f}x)"
+        )
     if by_set:
         out["by_set"] = by_set
     if headlines:
         out["headlines"] = headlines
+    return out
+
+
+def ragged_vs_grouped(recs) -> dict:
+    """Per timing: GVR's time on each ragged batch over the summed time of its rows run as
+    uniform batches grouped by length (``gvr-grouped``): cells, geomean, worst."""
+    out = {}
+    for timing in ("eager", "graph"):
+        by_cell: dict = {}
+        for r in recs:
+            if r["set"] == "ragged" and r["timing"] == timing and r.get("median_us"):
+                key = (r["k"], r["rows"], r["n"])
+                by_cell.setdefault(key, {})[r["provider"]] = r["median_us"]
+        ratios = [
+            c["gvr"] / c["gvr-grouped"]
+            for c in by_cell.values()
+            if {"gvr", "gvr-grouped"} <= set(c)
+        ]
+        if ratios:
+            out[timing] = {
+                "cells": len(ratios),
+                "geomean_ratio": geomean(ratios),
+                "worst_ratio": max(ratios),
+                "best_ratio": min(ratios),
+            }
     return out
 
 

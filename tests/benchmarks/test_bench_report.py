@@ -461,3 +461,38 @@ def test_read_clocks_parses_the_query(monkeypatch):
 def test_gvr2_note_names_skip_check():
     note = bt.gvr2_note("0.7.2.post1", "NVIDIA H200", 9, 0)
     assert "skip_check=True" in note and "sm_90a" in note and "0.7.2.post1" in note
+
+
+def test_ragged_lengths_follow_the_documented_distribution():
+    import numpy as np
+
+    for b, width in ((8, 65536), (64, 262144), (256, 65536)):
+        lengths = bt.ragged_lengths(b, width, seed=3)
+        assert lengths.shape == (b,) and lengths.dtype == np.int64
+        assert lengths.min() >= 256 and lengths.max() == width and lengths[-1] == width
+        short = int((lengths <= 4096).sum())
+        long = int((lengths >= width // 2).sum())
+        assert long >= 1
+        assert abs(short - 0.8 * b) <= max(2, 0.05 * b)
+        assert np.array_equal(lengths, bt.ragged_lengths(b, width, seed=3))
+        groups = bt.ragged_groups(lengths, width)
+        covered = np.sort(np.concatenate(groups))
+        assert np.array_equal(covered, np.arange(b))
+        bounds = [4096, width // 4, width]
+        assert all(lengths[g].max() <= bounds[i] for i, g in enumerate(groups))
+
+
+def test_ragged_vs_grouped_summary():
+    recs = []
+    for prov, us in (("gvr", 30.0), ("gvr-grouped", 25.0), ("gvr2", 40.0), ("torch", 90.0)):
+        recs.append(
+            dict(
+                set="ragged", provider=prov, timing="eager", k=512, rows=64, n=65536,
+                next_n=1, compress_ratio=1, family="ragged", exact=True, median_us=us,
+                speedup_vs_torch=90.0 / us, ratio_vs_gvr2=us / 40.0 if prov == "gvr" else None,
+            )
+        )  # fmt: skip
+    out = bt.summary(recs)
+    block = out["ragged_vs_grouped"]["eager"]
+    assert block["cells"] == 1 and abs(block["geomean_ratio"] - 1.2) < 1e-9
+    assert any(h.startswith("ragged, eager: GVR takes 1.20x") for h in out["headlines"])
