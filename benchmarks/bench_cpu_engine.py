@@ -7,10 +7,11 @@ falls on all alike), and the median is reported. Small cells get more repetition
 about ``--seconds`` of timing per provider, at least ``--reps``).
 
 Providers:
-- ``dispatch``: ``gvr_dispatch.topk(x, k, out=...)``, the public call on CPU tensors, routed
-  as the dispatcher routes it (``gvr_dispatch.cpu.cpu_route``: the numba engine, or
-  ``torch.topk`` for short dense rows); int32 indices into a preallocated buffer;
-- ``engine``: ``cpu_engine.dense(x, k, out=..., values=...)``, the numba engine alone;
+- ``dispatch``: ``gvr_dispatch.topk(x, k, out=...)``, the public call on CPU tensors as the
+  dispatcher serves it (its direct CPU path into the numba engine; ``gvr_dispatch.cpu.cpu_route``
+  names the engine's method for the cell); int32 indices into a preallocated buffer;
+- ``engine``: ``cpu_engine.dense(x, k, out=..., values=...)``, the numba engine alone through
+  its checked numpy API (values too);
 - ``torch``: ``torch.topk(x, min(k, n), sorted=False, out=...)``, the baseline of the speedups
   (a row of ``n <= k`` scores needs no selection, and ``torch.topk`` refuses ``k > n``).
 
@@ -126,7 +127,7 @@ def run_cell(b: int, n: int, k: int, args: argparse.Namespace) -> dict:
     d_out = torch.empty((b, k), dtype=torch.int32)
     t_vals = torch.empty((b, kt), dtype=torch.float32)
     t_idx = torch.empty((b, kt), dtype=torch.int64)
-    route = cpu.cpu_route(cpu.dense_windows_of(None, b, n), k, False, False)
+    route = cpu.cpu_route(b, n, k)
 
     def dispatch():
         gvr_dispatch.topk(xt, k, out=d_out)
@@ -191,11 +192,15 @@ def _markdown(meta: dict, cells: list[dict]) -> str:
         f"(about {meta['seconds_per_provider']} s per provider and cell) after "
         f"{meta['warmup']} warm-up rounds; load average at the end "
         f"{', '.join(f'{x:.2f}' for x in meta['load_average_1_5_15min_at_end'])}",
-        "- dispatch: `gvr_dispatch.topk(x, k, out=)` (int32 indices, preallocated), routed by "
-        "`gvr_dispatch.cpu.cpu_route` (route column); engine: `cpu_engine.dense(x, k, out=, "
-        "values=)`, the numba engine alone; torch: `torch.topk(x, min(k, n), sorted=False, "
-        "out=)`",
-        "- **x torch = torch.topk time / dispatch time; above 1 GVR is faster**",
+        "- dispatch: `gvr_dispatch.topk(x, k, out=)` (int32 indices, preallocated), the public "
+        "call on CPU tensors (its direct path into the numba engine); route: the engine's "
+        "method for the cell (`gvr_dispatch.cpu.cpu_route`: `identity` for n <= k, `radix`, "
+        "`sampled`; `x pool` on the thread pool); engine: `cpu_engine.dense(x, k, out=, "
+        "values=)`, the numba engine alone through its checked numpy API; torch: "
+        "`torch.topk(x, min(k, n), sorted=False, out=)` (preallocated int64 indices and "
+        "values)",
+        "- **x torch = torch.topk time / dispatch time: above 1 GVR is faster, 2.00x means it "
+        "takes half the time**; engine x torch = torch.topk time / engine time",
         "- exact: every answer checked by `gvr_reference.validate` before timing",
         f"- cells where dispatch is slower than torch.topk: {len(slow)} of {len(cells)}",
         "",
