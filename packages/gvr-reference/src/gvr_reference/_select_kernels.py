@@ -366,14 +366,13 @@ def _select_candidates(cand, m, need, hist):
 
 
 @numba.njit(cache=True, nogil=True)
-def _emit_at_least(keys, t, k, out_row):
+def _emit_at_least(keys, t, k, out_row, idx):
     """``out_row[:k]`` = the indices with key ``>= t``, ascending; exactly ``k`` keys must be
-    ``>= t``."""
+    ``>= t``. ``idx``: int32 scratch of at least ``k + 1``."""
     n = keys.shape[0]
     if k * DENSE_EMIT > n:
         # Branch-free: every index is written, the position advances by the test. The
         # position reaches k at the last selected index, so the scratch has one slot more.
-        idx = np.empty(k + 1, np.int32)
         w = 0
         for i in range(n):
             idx[w] = i
@@ -388,12 +387,11 @@ def _emit_at_least(keys, t, k, out_row):
 
 
 @numba.njit(cache=True, nogil=True)
-def _emit_ties(keys, t, take_equal, k, out_row):
+def _emit_ties(keys, t, take_equal, k, out_row, idx):
     """``out_row[:k]`` = the indices with key ``> t`` and the first ``take_equal`` with key
     ``== t``, ascending (the K-th value's tie class taken in part)."""
     n = keys.shape[0]
     if k * DENSE_EMIT > n:
-        idx = np.empty(k + 1, np.int32)
         w = 0
         for i in range(n):
             key = np.int64(keys[i])
@@ -416,26 +414,27 @@ def _emit_ties(keys, t, take_equal, k, out_row):
 
 
 @numba.njit(cache=True, nogil=True)
-def _radix_row(row, k, out_row):
-    """The radix path; fills ``out_row[:k]`` in index order (``k < n``)."""
+def _radix_row(row, k, out_row, keys, cand, hist, idx):
+    """The radix path; fills ``out_row[:k]`` in index order (``k < n``). Scratch: ``keys``
+    (uint32, at least ``n``), ``cand`` (int64, at least ``n + 1``), ``hist`` (int32,
+    ``BINS``), ``idx`` (int32, at least ``k + 1``)."""
     n = row.shape[0]
-    keys = np.empty(n, np.uint32)
+    keys = keys[:n]
     top_key = np.uint32(0)
     for i in range(n):
         key = np.uint32(key_of(row[i]))
         keys[i] = key
         top_key = max(top_key, key)
-    hist = np.zeros(BINS, np.int32)
+    hist[:] = 0
     for i in range(n):
         hist[np.int64(keys[i]) >> 21] += 1
     b, above = _crossing_from(hist, np.int64(top_key) >> 21, k)
     need = k - above
     count = np.int64(hist[b])
     if need == count:  # the crossing bin is taken whole: exactly k keys are >= its floor
-        _emit_at_least(keys, np.int64(b) << 21, k, out_row)
+        _emit_at_least(keys, np.int64(b) << 21, k, out_row, idx)
         return
-    cand = np.empty(count + 1, np.int64)  # one slot more for the branch-free gather
-    c = 0
+    c = 0  # cand has one slot more than the bin for the branch-free gather
     if count * 16 < n:
         for i in range(n):
             key = np.int64(keys[i])
@@ -448,10 +447,17 @@ def _radix_row(row, k, out_row):
             cand[c] = key
             c += (key >> 21) == b
     t, take_equal, ties = _select_candidates(cand, count, need, hist)
+    _emit_keys(keys, t, take_equal, ties, k, out_row, idx)
+
+
+@numba.njit(cache=True, nogil=True)
+def _emit_keys(keys, t, take_equal, ties, k, out_row, idx):
+    """The emit pass for the K-th key ``t``, of whose ``ties`` copies the top-K takes
+    ``take_equal``."""
     if take_equal == ties:
-        _emit_at_least(keys, t, k, out_row)
+        _emit_at_least(keys, t, k, out_row, idx)
     else:
-        _emit_ties(keys, t, take_equal, k, out_row)
+        _emit_ties(keys, t, take_equal, k, out_row, idx)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -483,9 +489,20 @@ def _finish_row(row, m, k, out_row, val_row, want_values, sort_desc):
 
 
 @numba.njit(cache=True, nogil=True)
-def topk_row(srow, row, k, out_row, val_row, want_values, sort_desc):
+def scratch_for(n, k):
+    """Scratch arrays of :func:`topk_row` for windows of at most ``n`` scores."""
+    keys = np.empty(n, np.uint32)
+    cand = np.empty(n + 1, np.int64)
+    hist = np.empty(BINS, np.int32)
+    idx = np.empty(min(n, k) + 1, np.int32)
+    return keys, cand, hist, idx
+
+
+@numba.njit(cache=True, nogil=True)
+def topk_row(srow, row, k, out_row, val_row, want_values, sort_desc, keys, cand, hist, idx):
     """Exact top-``k`` of one row window (``row``: its uint32 bits, ``srow``: the same as
-    int32) into ``out_row`` and, with ``want_values``, ``val_row``."""
+    int32) into ``out_row`` and, with ``want_values``, ``val_row``; ``keys``, ``cand``,
+    ``hist``, ``idx``: scratch from :func:`scratch_for` (any contents)."""
     n = row.shape[0]
     if n <= k:
         for j in range(n):
@@ -498,7 +515,7 @@ def topk_row(srow, row, k, out_row, val_row, want_values, sort_desc):
     ):
         done = _sampled_row(srow, row, k, out_row)
     if not done:
-        _radix_row(row, k, out_row)
+        _radix_row(row, k, out_row, keys, cand, hist, idx)
     _finish_row(row, k, k, out_row, val_row, want_values, sort_desc)
 
 
@@ -619,10 +636,12 @@ def topk_rows_at_serial(
         if work > SERIAL_WORK:
             return -1
     want_values = values_address != 0
+    keys, cand, hist, idx = scratch_for(width, k)  # once per call, for every row
     for r in range(rows):
         s, n = _window_at(mode, r, width, a, b, a64, b64, next_n, cr_shift)
         lo = r * row_stride + s
-        topk_row(sbits[lo : lo + n], flat[lo : lo + n], k, out[r], vals[r], want_values, sort_desc)
+        topk_row(sbits[lo : lo + n], flat[lo : lo + n], k, out[r], vals[r], want_values,
+                 sort_desc, keys, cand, hist, idx)  # fmt: skip
     return 0
 
 
@@ -640,4 +659,6 @@ def topk_rows_at(
     for r in prange(rows):
         s, n = _window_at(mode, r, width, a, b, a64, b64, next_n, cr_shift)
         lo = r * row_stride + s
-        topk_row(sbits[lo : lo + n], flat[lo : lo + n], k, out[r], vals[r], want_values, sort_desc)
+        keys, cand, hist, idx = scratch_for(n, k)  # per row: the threads share nothing
+        topk_row(sbits[lo : lo + n], flat[lo : lo + n], k, out[r], vals[r], want_values,
+                 sort_desc, keys, cand, hist, idx)  # fmt: skip
