@@ -21,6 +21,8 @@ Usage::
 
     python benchmarks/bench_cpu_engine.py                 # the full grid
     python benchmarks/bench_cpu_engine.py --batch 1 8 --n 4096 --reps 5 --no-write
+    python benchmarks/bench_cpu_engine.py --name cpu_wide --batch 1 8 64 512 \
+        --n 64 256 1024 4096 16384 65536 --k 1 8 64 512 2048 --seconds 0.2  # the wide sweep
 """
 
 from __future__ import annotations
@@ -233,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="threads for both providers")
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    parser.add_argument(
+        "--name", default="cpu_engine", help="file stem of the results (.json and .md)"
+    )
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -248,9 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     md = _markdown(meta, cells)
     if not args.no_write:
         args.out_dir.mkdir(parents=True, exist_ok=True)
-        (args.out_dir / "cpu_engine.json").write_text(json.dumps(result, indent=2) + "\n")
-        (args.out_dir / "cpu_engine.md").write_text(md)
-        logger.info("wrote %s", args.out_dir / "cpu_engine.json")
+        (args.out_dir / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+        (args.out_dir / f"{args.name}.md").write_text(md)
+        logger.info("wrote %s", args.out_dir / f"{args.name}.json")
     print(md)
     slow = [c for c in cells if c["speedup_vs_torch"] < 1.0]
     inexact = [c for c in cells if not (c["exact"] and c["torch_exact"])]

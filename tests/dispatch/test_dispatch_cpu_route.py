@@ -3,7 +3,8 @@ leaves to the general path, that bad input still raises before anything is writt
 every mode is exact: property tests against the oracle (the engine gives ties to the smallest
 indices, so its answers must equal the oracle's bit for bit) on rows with ties, +-inf, NaN,
 -0.0 and denormals, and crafted rows at the engine's routing boundaries (``n`` around ``k``,
-the radix path's branches, the sampled path's minimum row, the thread-pool threshold)."""
+the radix path's branches, the sampled path's thresholds, the torch.topk route,
+the thread-pool threshold)."""
 
 from __future__ import annotations
 
@@ -194,7 +195,11 @@ def scores(draw, rows: int, max_width: int):
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     fill = draw(st.sampled_from(["drawn", "pool", "gaussian"]))
-    if fill == "drawn":
+    if fill == "drawn" and rows * width > 2048:  # too many for hypothesis to draw one by one
+        mix = np.array(pool + SPECIAL_BITS, np.uint32)
+        bits = np.where(rng.random(rows * width) < 0.5, rng.choice(mix, rows * width),
+                        rng.integers(0, 2**32, rows * width, dtype=np.uint32))  # fmt: skip
+    elif fill == "drawn":
         bits = np.array(draw(st.lists(elements, min_size=rows * width, max_size=rows * width)))
     elif fill == "pool" and pool:
         bits = rng.choice(np.array(pool + SPECIAL_BITS[:4], np.uint32), rows * width)
@@ -315,8 +320,8 @@ KINDS = ("gaussian", "one_bin", "few_values", "flood", "sorted")
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
     "n, k",
-    [(511, 512), (512, 512), (513, 512), (100, 1), (4096, 8), (4096, 511), (4096, 513),
-     (2000, 1999)],
+    [(511, 512), (512, 512), (513, 512), (100, 1), (4096, 8), (4096, 16), (4096, 17),
+     (4096, 511), (4096, 513), (2000, 1999), (512, 100), (513, 100), (64, 17)],
 )  # fmt: skip
 def test_row_methods_at_their_boundaries(kind, n, k, no_general_path):
     x = _rows_of(kind, 3, n, n * 7 + k)
@@ -327,6 +332,16 @@ def test_row_methods_at_their_boundaries(kind, n, k, no_general_path):
 
 
 def test_route_table():
+    # torch.topk: whole dense rows, >= 64 of them, a small K, no tie/order rule
+    assert cpu.cpu_route(64, 4096, 8) == "torch"
+    assert cpu.cpu_route(64, 2, 1) == "torch"
+    assert cpu.cpu_route(63, 4096, 8) == "radix"
+    assert cpu.cpu_route(64, 4096, 9) == "radix"
+    assert cpu.cpu_route(64, 4097, 8) == "radix x pool"
+    assert cpu.cpu_route(64, 8, 8) == "identity"
+    assert cpu.cpu_route(64, 4096, 8, deterministic=True) == "radix"
+    assert cpu.cpu_route(64, 4096, 8, sorted=True) == "radix"
+    assert cpu.cpu_route(64, 4096, 8, whole_rows=False) == "radix"
     assert cpu.cpu_route(1, 512, 512) == "identity"
     assert cpu.cpu_route(1, 513, 512) == "radix"
     assert cpu.cpu_route(1, 32767, 512) == "radix"  # short of both sampled-path rules
@@ -378,3 +393,58 @@ def test_thread_pool_threshold(monkeypatch, no_general_path):
     out, values = gvr_dispatch.topk_decode(xt, kv, 64, sorted=True, return_values=True)
     assert pooled == [rows + 1]
     _assert_same(x, np.zeros(rows + 1), np.full(rows + 1, width), 64, True, out, values)
+
+
+# ------------------------------------------------------------------------------ torch.topk
+@pytest.fixture
+def torch_calls(monkeypatch):
+    calls = []
+    real = torch.topk
+
+    def spy(*args, **kwargs):
+        calls.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "topk", spy)
+    return calls
+
+
+@SETTINGS
+@given(data=st.data())
+def test_torch_route_keeps_the_contract(data, torch_calls, no_general_path):
+    rows = data.draw(st.integers(cpu.TORCH_MIN_ROWS, cpu.TORCH_MIN_ROWS + 3))
+    x = data.draw(scores(rows, 300))
+    width = x.shape[1]
+    if width < 2:
+        return
+    k = data.draw(st.integers(1, min(width - 1, cpu.TORCH_MAX_K)))
+    given_out = data.draw(st.booleans())
+    torch_calls.clear()
+    out, values = _run(lambda **kw: gvr_dispatch.topk(torch.from_numpy(x), **kw), rows, k,
+                       given_out)  # fmt: skip
+    assert torch_calls == [k]
+    w = RowWindows(np.zeros(rows, np.int64), np.full(rows, width, np.int64))
+    # the exact multiset (NaN above +inf, -0.0 tied with +0.0), values the logits bit for bit
+    validate.check_topk(x, w, k, out.numpy(), values.numpy()).raise_if_failed()
+    picked = np.take_along_axis(_bits(x), out.numpy().astype(np.int64), axis=1)
+    np.testing.assert_array_equal(picked, _bits(values.numpy()))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_torch_route_small_k_and_the_modes_it_leaves(kind, torch_calls):
+    rows = cpu.TORCH_MIN_ROWS
+    x = _rows_of(kind, rows, 4096, 3)
+    xt = torch.from_numpy(x)
+    out = gvr_dispatch.topk(xt, 8)
+    assert torch_calls == [8]
+    validate.check_dense(x, 8, out.numpy()).raise_if_failed()
+    torch_calls.clear()
+    for kw in ({"deterministic": True}, {"sorted": True}):  # smallest indices / index order
+        out, values = gvr_dispatch.topk(xt, 8, return_values=True, **kw)
+        _assert_same(x, np.zeros(rows), np.full(rows, 4096), 8, "sorted" in kw, out, values)
+    lengths = torch.full((rows,), 4096, dtype=torch.int32)  # ragged calls: the engine
+    np.testing.assert_array_equal(gvr_dispatch.topk(xt, 8, lengths).numpy(),
+                                  oracle.topk_dense(x, 8))  # fmt: skip
+    assert torch_calls == []
+    xg = torch.from_numpy(x).requires_grad_()
+    validate.check_dense(x, 8, gvr_dispatch.topk(xg, 8).numpy()).raise_if_failed()

@@ -1,48 +1,62 @@
-"""CPU tensors: the numba CPU engine of ``gvr_reference``, run on the tensors' own memory.
+"""CPU tensors: the numba CPU engine of ``gvr_reference``, run on the tensors' own memory, or
+``torch.topk`` where that is measured faster.
 
-Two ways in, with one engine and one answer:
+Two ways in:
 
 - the **direct path** (:func:`direct`), for the common call: float32 logits with a unit inner
   stride, int32 index tensors, ``out`` / ``values`` absent or contiguous of the right dtype.
   It checks those facts on the tensors' metadata (about two microseconds) and hands the
   engine raw addresses (:func:`gvr_reference.cpu_engine.topk_at`): no numpy views, no window
   arrays, no int64 copies of ``kv_lens``; the engine computes each row's window itself with
-  the rules below and fills the caller's buffers in place. Anything else returns None, and
-  the dispatcher takes
+  the rules below and fills the caller's buffers in place (or calls ``torch.topk``, see
+  below). Anything else returns None, and the dispatcher takes
 - the **general path** (:func:`run_cpu`): every argument validated with explained errors,
   windows built with numpy, the engine called through its checked numpy API. It serves every
-  layout (a copy for a non-unit inner stride) and raises the errors.
+  layout (a copy for a non-unit inner stride) and raises the errors; it always runs the
+  engine.
 
 Row windows follow the kernels' clamping rules exactly (negative lengths are empty rows;
 prefill windows are clamped to ``[0, width]``), so the CPU and CUDA paths answer the same call
 the same way.
 
-Which method serves a row (inside the engine, by row length ``n`` and ``k``; measured with
-``benchmarks/bench_cpu_engine.py``, ``benchmarks/results/cpu/``):
+Which method serves a call (:func:`cpu_route`; measured with ``benchmarks/bench_cpu_engine.py``
+on 2 cores, ``benchmarks/results/cpu/cpu_engine.md`` and ``cpu_wide.md``):
 
-- ``n <= k``: ``"identity"``, no selection: ``0 .. n-1``, then ``-1`` (values: the row, then
-  ``-FLT_MAX``), written by the engine in the same call (cheaper than two torch fills);
-- ``n >= 8 k`` and (``n >= 32768``, or ``n >= 16384`` and ``n >= 128 k``): ``"sampled"`` (a
-  threshold from a sample, one filtering pass, a radix select among the candidates; the radix
-  path when the sample misleads);
-- every other row: ``"radix"`` (the order keys into a scratch array, a histogram of their top
-  11 bits, a radix select among the crossing bin's keys, one emit pass), about 2 ns per score
-  on one core;
-- calls with more than one row and more than ``gvr_reference.cpu_engine.SERIAL_WORK``
+- ``torch.topk``, for whole dense rows (``topk`` without ``lengths``) with
+  ``deterministic=False`` and ``sorted=False``, in calls of at least 64 rows of ``n`` scores
+  with ``k <= 8 < n <= 4096`` (``k < n`` for the smallest K): there torch's partial sort, on
+  every core, beats the engine's fixed cost per row. It is exact in the contract's sense (the
+  selected value multiset, NaN above ``+inf``, ``-0.0`` tied with ``+0.0``, values bit for
+  bit), but picks any members of the K-th value's tie class, which ``deterministic=False``
+  allows; its int64 indices are copied into the int32 ``out``;
+- everything else runs the numba engine, which picks by row length ``n``:
+
+  - ``n <= k``: ``"identity"``, no selection: ``0 .. n-1``, then ``-1`` (values: the row,
+    then ``-FLT_MAX``), written by the engine in the same call (cheaper than two torch fills);
+  - ``n >= 8 k`` and (``n >= 32768``, or ``n >= 16384`` and ``n >= 128 k``): ``"sampled"``
+    (a threshold from a sample, one filtering pass, a radix select among the candidates; the
+    radix path when the sample misleads);
+  - every other row: ``"radix"`` (the order keys into a scratch array, a histogram of their
+    top 11 bits, a radix select among the crossing bin's keys, one emit pass), about 2 ns
+    per score on one core;
+
+  and calls with more than one row and more than ``gvr_reference.cpu_engine.SERIAL_WORK``
   (2**18) scores in all windows run their rows on numba's thread pool; smaller calls run on
-  the calling thread (:func:`cpu_route` names the method of a uniform call).
+  the calling thread.
 
-``torch.topk`` serves no call: measured against it on every grid cell and on short rows,
-small K and large batches, the engine with the direct path is faster, and it is exact in the
-strong sense in every mode: its ties at the K-th value always go to the smallest indices (so
-``deterministic=True`` costs nothing), values are copied bit for bit, NaN ranks above
-``+inf``, ``-0.0`` and ``+0.0`` are one value, and its rows come out in ascending index order
-(descending value, ties by ascending index, with ``sorted=True``).
+The engine is exact in the strong sense in every mode: its ties at the K-th value always go to
+the smallest indices (so ``deterministic=True`` costs nothing), values are copied bit for bit,
+NaN ranks above ``+inf``, ``-0.0`` and ``+0.0`` are one value, and its rows come out in
+ascending index order (descending value, ties by ascending index, with ``sorted=True``).
+Ragged rows (``lengths``, decode, prefill) always run the engine, which reads each window
+itself: ``torch.topk`` on a padded batch would not be exact when a window's own values tie
+with the padding.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 import numpy as np
 import torch
@@ -52,6 +66,10 @@ from gvr_reference.windows import RowWindows, decode_windows
 
 __all__ = [
     "cpu_route",
+    "torch_serves",
+    "TORCH_MIN_ROWS",
+    "TORCH_MAX_K",
+    "TORCH_MAX_WIDTH",
     "WINDOW_FULL",
     "WINDOW_LENGTHS",
     "WINDOW_DECODE",
@@ -69,6 +87,7 @@ logger = logging.getLogger("gvr.cpu")
 _Tensor = torch.Tensor
 _f32 = torch.float32
 _i32 = torch.int32
+_i64 = torch.int64
 _CPU_MAX_K = (1 << 31) - 1
 #: compress_ratio -> log2(compress_ratio), for the powers of two.
 _SHIFTS = {1 << i: i for i in range(31)}
@@ -76,12 +95,62 @@ _serial_at = cpu_engine.topk_rows_at_serial
 _parallel_at = cpu_engine.topk_at_parallel
 
 
-def cpu_route(rows: int, n: int, k: int) -> str:
+#: ``torch.topk`` serves whole dense rows (``topk`` without ``lengths``, ``deterministic`` and
+#: ``sorted`` False) in calls of at least this many rows of ``n`` scores with
+#: ``k <= TORCH_MAX_K < n <= TORCH_MAX_WIDTH``: there its partial sort, on every core, beats
+#: the engine's fixed cost per row (measured, ``benchmarks/results/cpu/cpu_wide.md``).
+TORCH_MIN_ROWS = 64
+TORCH_MAX_K = 8
+TORCH_MAX_WIDTH = 4096
+
+
+def torch_serves(rows: int, n: int, k: int, deterministic: bool, sorted: bool) -> bool:
+    """Whether ``torch.topk`` serves a call of ``rows`` whole dense rows of ``n`` scores (the
+    rule of :data:`TORCH_MIN_ROWS`)."""
+    return (
+        not deterministic
+        and not sorted
+        and rows >= TORCH_MIN_ROWS
+        and k <= TORCH_MAX_K
+        and k < n <= TORCH_MAX_WIDTH
+    )
+
+
+def cpu_route(
+    rows: int, n: int, k: int, deterministic: bool = False, sorted: bool = False,
+    whole_rows: bool = True,
+) -> str:  # fmt: skip
     """How the CPU path serves ``rows`` windows of ``n`` scores each with top-``k`` (the rule
-    in this module's docstring): the row method (``"identity"``, ``"radix"`` or
-    ``"sampled"``), with ``" x pool"`` when the rows run on the thread pool."""
+    in this module's docstring): ``"torch"`` (``torch.topk``, whole dense rows only), or the
+    engine's row method (``"identity"``, ``"radix"`` or ``"sampled"``), with ``" x pool"``
+    when the rows run on the thread pool."""
+    if whole_rows and torch_serves(rows, n, k, deterministic, sorted):
+        return "torch"
     method = cpu_engine.row_method(n, k)
     return method + (" x pool" if rows > 1 and rows * n > cpu_engine.SERIAL_WORK else "")
+
+
+#: Per-thread temporaries of the torch route (int64 indices, values nobody asked for), kept
+#: for shapes up to this many elements so that a loop of calls allocates nothing.
+_SCRATCH_MAX = 1 << 20
+_scratch = threading.local()
+
+
+def _temporary(shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+    """A tensor of ``shape`` and ``dtype`` whose contents the caller overwrites at once
+    (reused per thread for small shapes)."""
+    if shape[0] * shape[1] > _SCRATCH_MAX:
+        return torch.empty(shape, dtype=dtype)
+    bufs = getattr(_scratch, "bufs", None)
+    if bufs is None:
+        bufs = _scratch.bufs = {}
+    key = (shape, dtype)
+    t = bufs.get(key)
+    if t is None:
+        if len(bufs) >= 32:
+            bufs.clear()
+        t = bufs[key] = torch.empty(shape, dtype=dtype)
+    return t
 
 
 def _index_entries(x) -> int:
@@ -190,6 +259,14 @@ def direct(
     if rows == 1:
         s0 = width
     want_values = return_values or values is not None
+    if mode == WINDOW_FULL and torch_serves(rows, width, k, deterministic, sorted):
+        out, values = outputs(rows, k, out, values, want_values)
+        idx = _temporary((rows, k), _i64)
+        vals = values if values is not None else _temporary((rows, k), _f32)
+        x = logits.detach() if logits.requires_grad else logits
+        torch.topk(x, k, dim=1, largest=True, sorted=False, out=(vals, idx))
+        out.copy_(idx)
+        return (out, values) if want_values else out
     if out is None or (want_values and values is None):
         out, values = outputs(rows, k, out, values, want_values)
         out_address = out.data_ptr()
