@@ -7,10 +7,11 @@ falls on all alike), and the median is reported. Small cells get more repetition
 about ``--seconds`` of timing per provider, at least ``--reps``).
 
 Providers:
-- ``dispatch``: ``gvr_dispatch.topk(x, k, out=...)``, the public call on CPU tensors, routed
-  as the dispatcher routes it (``gvr_dispatch.cpu.cpu_route``: the numba engine, or
-  ``torch.topk`` for short dense rows); int32 indices into a preallocated buffer;
-- ``engine``: ``cpu_engine.dense(x, k, out=..., values=...)``, the numba engine alone;
+- ``dispatch``: ``gvr_dispatch.topk(x, k, out=...)``, the public call on CPU tensors as the
+  dispatcher serves it (its direct CPU path into the numba engine; ``gvr_dispatch.cpu.cpu_route``
+  names the engine's method for the cell); int32 indices into a preallocated buffer;
+- ``engine``: ``cpu_engine.dense(x, k, out=..., values=...)``, the numba engine alone through
+  its checked numpy API (values too);
 - ``torch``: ``torch.topk(x, min(k, n), sorted=False, out=...)``, the baseline of the speedups
   (a row of ``n <= k`` scores needs no selection, and ``torch.topk`` refuses ``k > n``).
 
@@ -20,6 +21,8 @@ Usage::
 
     python benchmarks/bench_cpu_engine.py                 # the full grid
     python benchmarks/bench_cpu_engine.py --batch 1 8 --n 4096 --reps 5 --no-write
+    python benchmarks/bench_cpu_engine.py --name cpu_wide --batch 1 8 64 512 \
+        --n 64 256 1024 4096 16384 65536 --k 1 8 64 512 2048 --seconds 0.2  # the wide sweep
 """
 
 from __future__ import annotations
@@ -126,7 +129,7 @@ def run_cell(b: int, n: int, k: int, args: argparse.Namespace) -> dict:
     d_out = torch.empty((b, k), dtype=torch.int32)
     t_vals = torch.empty((b, kt), dtype=torch.float32)
     t_idx = torch.empty((b, kt), dtype=torch.int64)
-    route = cpu.cpu_route(cpu.dense_windows_of(None, b, n), k, False, False)
+    route = cpu.cpu_route(b, n, k)
 
     def dispatch():
         gvr_dispatch.topk(xt, k, out=d_out)
@@ -191,11 +194,15 @@ def _markdown(meta: dict, cells: list[dict]) -> str:
         f"(about {meta['seconds_per_provider']} s per provider and cell) after "
         f"{meta['warmup']} warm-up rounds; load average at the end "
         f"{', '.join(f'{x:.2f}' for x in meta['load_average_1_5_15min_at_end'])}",
-        "- dispatch: `gvr_dispatch.topk(x, k, out=)` (int32 indices, preallocated), routed by "
-        "`gvr_dispatch.cpu.cpu_route` (route column); engine: `cpu_engine.dense(x, k, out=, "
-        "values=)`, the numba engine alone; torch: `torch.topk(x, min(k, n), sorted=False, "
-        "out=)`",
-        "- **x torch = torch.topk time / dispatch time; above 1 GVR is faster**",
+        "- dispatch: `gvr_dispatch.topk(x, k, out=)` (int32 indices, preallocated), the public "
+        "call on CPU tensors (its direct path into the numba engine); route: the engine's "
+        "method for the cell (`gvr_dispatch.cpu.cpu_route`: `identity` for n <= k, `radix`, "
+        "`sampled`; `x pool` on the thread pool); engine: `cpu_engine.dense(x, k, out=, "
+        "values=)`, the numba engine alone through its checked numpy API; torch: "
+        "`torch.topk(x, min(k, n), sorted=False, out=)` (preallocated int64 indices and "
+        "values)",
+        "- **x torch = torch.topk time / dispatch time: above 1 GVR is faster, 2.00x means it "
+        "takes half the time**; engine x torch = torch.topk time / engine time",
         "- exact: every answer checked by `gvr_reference.validate` before timing",
         f"- cells where dispatch is slower than torch.topk: {len(slow)} of {len(cells)}",
         "",
@@ -228,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="threads for both providers")
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    parser.add_argument(
+        "--name", default="cpu_engine", help="file stem of the results (.json and .md)"
+    )
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -243,9 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     md = _markdown(meta, cells)
     if not args.no_write:
         args.out_dir.mkdir(parents=True, exist_ok=True)
-        (args.out_dir / "cpu_engine.json").write_text(json.dumps(result, indent=2) + "\n")
-        (args.out_dir / "cpu_engine.md").write_text(md)
-        logger.info("wrote %s", args.out_dir / "cpu_engine.json")
+        (args.out_dir / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+        (args.out_dir / f"{args.name}.md").write_text(md)
+        logger.info("wrote %s", args.out_dir / f"{args.name}.json")
     print(md)
     slow = [c for c in cells if c["speedup_vs_torch"] < 1.0]
     inexact = [c for c in cells if not (c["exact"] and c["torch_exact"])]

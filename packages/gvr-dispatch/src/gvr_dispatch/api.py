@@ -3,12 +3,11 @@
 Shapes, units and conventions shared by the three entry points:
 
 - ``logits``: float32 ``[rows, width]`` with any row stride. CUDA tensors run the GVR kernels
-  (sm_90 / sm_10x), CPU tensors the CPU path (the numba engine, or ``torch.topk`` for short
-  dense rows, see ``gvr_dispatch.cpu``); every tensor argument lives on the
-  logits device. The kernels read in place a unit inner stride, a row stride that is a
-  multiple of 4 elements and a 16-byte-aligned base; other layouts are copied first (a
-  warning is logged once; refused under CUDA-graph capture). A single row's stride does not
-  matter.
+  (sm_90 / sm_10x), CPU tensors the CPU path (the numba CPU engine, see ``gvr_dispatch.cpu``);
+  every tensor argument lives on the logits device. The kernels read in place a unit inner
+  stride, a row stride that is a multiple of 4 elements and a 16-byte-aligned base; other
+  layouts are copied first (a warning is logged once; refused under CUDA-graph capture). A
+  single row's stride does not matter.
 - Output ``out``: int32 ``[rows, k]``, window-local indices in unspecified order (see
   ``sorted``); a row with ``n <= k`` valid scores holds ``0 .. n-1`` then ``-1``; an empty row
   all ``-1``. ``values``: float32 ``[rows, k]``, the selected logits bit for bit, ``-FLT_MAX``
@@ -17,8 +16,7 @@ Shapes, units and conventions shared by the three entry points:
   ``out`` (or ``values``) is given, and must agree with it otherwise.
 - Exactness: the selected value multiset equals the exact top-K of every row (ties, +-inf,
   denormals, -0.0; NaN ranks above +inf). ``deterministic=True``: the K-th value's tie class
-  yields its smallest indices (so does the numba engine, always; ``torch.topk`` serves only
-  ``deterministic=False``). ``sorted=True``: descending value,
+  yields its smallest indices (so does the CPU path, always). ``sorted=True``: descending value,
   ties by ascending index, ``-1`` last.
 - Returns ``out``, or ``(out, values)`` when ``values`` is given or ``return_values=True``.
   Buffers passed in are filled in place and returned; missing ones are allocated (under
@@ -35,7 +33,9 @@ import threading
 
 import torch
 
+from . import cpu
 from .cache import FROM_ENV
+from .cpu import WINDOW_FULL, WINDOW_LENGTHS, WINDOW_PREFILL
 from .dispatcher import Dispatcher
 from .warmup import WarmupReport
 from .workspace import Workspace
@@ -166,18 +166,18 @@ def topk_prefill(
         RuntimeError: under CUDA-graph capture: a launch key that was not warmed, or a logits
             layout that needs a copy.
     """
-    return get_dispatcher().topk_prefill(
-        logits,
-        row_starts,
-        row_ends,
-        k,
-        out=out,
-        values=values,
-        return_values=return_values,
-        workspace=workspace,
-        deterministic=deterministic,
-        sorted=sorted,
-    )
+    d = _default or get_dispatcher()
+    if d._cpu_direct_ok and workspace is None:
+        res = cpu.direct(
+            WINDOW_PREFILL, logits, row_starts, row_ends, k, 1, 1, out, values, return_values,
+            deterministic, sorted,
+        )  # fmt: skip
+        if res is not None:
+            return res
+    return d._prefill(
+        logits, row_starts, row_ends, k, out, values, return_values, workspace, deterministic,
+        sorted,
+    )  # fmt: skip
 
 
 def topk(
@@ -210,17 +210,15 @@ def topk(
         RuntimeError: under CUDA-graph capture: a launch key that was not warmed, or a logits
             layout that needs a copy.
     """
-    return get_dispatcher().topk(
-        logits,
-        k,
-        lengths,
-        out=out,
-        values=values,
-        return_values=return_values,
-        workspace=workspace,
-        deterministic=deterministic,
-        sorted=sorted,
-    )
+    d = _default or get_dispatcher()
+    if d._cpu_direct_ok and workspace is None:  # CPU tensors: the direct path, if it applies
+        res = cpu.direct(
+            WINDOW_FULL if lengths is None else WINDOW_LENGTHS, logits, lengths, None, k, 1, 1,
+            out, values, return_values, deterministic, sorted,
+        )  # fmt: skip
+        if res is not None:
+            return res
+    return d._topk(logits, k, lengths, out, values, return_values, workspace, deterministic, sorted)
 
 
 def warmup(

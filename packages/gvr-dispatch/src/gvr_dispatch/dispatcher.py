@@ -88,6 +88,11 @@ class Dispatcher:
         self._engaged: set[str] = set()
         self._warned: set[str] = set()
         self._cpu_warm = False
+        # CPU tensors take the CPU path's direct entry once the engine has run (the first
+        # call takes the general path, which logs and announces the compile), unless the
+        # kernels run on the CPU device (the test runtime's stand-in): then they must reach
+        # the kernels. Set by _cpu() and _warmup_cpu().
+        self._cpu_direct_ok = False
         # One visible device: every tensor's device is the current one (no guard to check).
         self._one_device = False
         self._lock = threading.RLock()
@@ -241,6 +246,17 @@ class Dispatcher:
     ):  # fmt: skip
         """Decode top-K, every case: validation with explained errors, the CPU engine, cold
         keys, layout fallbacks, workspaces."""
+        if (
+            self._cpu_direct_ok
+            and workspace is None
+            and (max_seq_len is None or (type(max_seq_len) is int and max_seq_len >= 0))
+        ):
+            res = cpu.direct(
+                cpu.WINDOW_DECODE, logits, kv_lens, None, k, next_n, compress_ratio, out,
+                values, return_values, deterministic, sorted,
+            )  # fmt: skip
+            if res is not None:
+                return res
         rows, width = check_logits(logits)
         device = logits.device
         kernel = device.type == self._kernel_type or self._route_device(device)
@@ -264,7 +280,7 @@ class Dispatcher:
             return self._trivial(rows, k, out, values, want_values, device)
         if not kernel:
             windows = cpu.decode_windows_of(kv_lens, next_n, cr_shift, width)
-            return self._cpu(logits, windows, k, out, values, want_values, sorted, deterministic)
+            return self._cpu(logits, windows, k, out, values, want_values, sorted)
         # The envelope comes from capture-stable facts only: max_seq_len, else the width
         # (every row is clamped to it). Nothing is read from kv_lens on the host.
         n_env = width if max_seq_len is None else decode_envelope(max_seq_len, cr_shift, width)
@@ -302,6 +318,24 @@ class Dispatcher:
         sorted=False,
     ):
         """Prefill top-K over row windows; see :func:`gvr_dispatch.topk_prefill`."""
+        return self._prefill(
+            logits, row_starts, row_ends, k, out, values, return_values, workspace,
+            deterministic, sorted,
+        )  # fmt: skip
+
+    def _prefill(
+        self, logits, row_starts, row_ends, k, out, values, return_values, workspace,
+        deterministic, sorted,
+    ):  # fmt: skip
+        """:meth:`topk_prefill` with positional arguments (the module-level call's entry):
+        the CPU path's direct entry when it applies, else validation and the general path."""
+        if self._cpu_direct_ok and workspace is None:
+            res = cpu.direct(
+                cpu.WINDOW_PREFILL, logits, row_starts, row_ends, k, 1, 1, out, values,
+                return_values, deterministic, sorted,
+            )  # fmt: skip
+            if res is not None:
+                return res
         rows, width = check_logits(logits)
         device = logits.device
         kernel = device.type == self._kernel_type or self._route_device(device)
@@ -315,7 +349,7 @@ class Dispatcher:
             return self._trivial(rows, k, out, values, want_values, device)
         if not kernel:
             windows = cpu.prefill_windows_of(row_starts, row_ends, width)
-            return self._cpu(logits, windows, k, out, values, want_values, sorted, deterministic)
+            return self._cpu(logits, windows, k, out, values, want_values, sorted)
         return self._launch(
             "prefill",
             logits,
@@ -349,6 +383,22 @@ class Dispatcher:
         sorted=False,
     ):
         """Dense top-K; see :func:`gvr_dispatch.topk`."""
+        return self._topk(
+            logits, k, lengths, out, values, return_values, workspace, deterministic, sorted
+        )
+
+    def _topk(
+        self, logits, k, lengths, out, values, return_values, workspace, deterministic, sorted
+    ):
+        """:meth:`topk` with positional arguments (the module-level call's entry): the CPU
+        path's direct entry when it applies, else validation and the general path."""
+        if self._cpu_direct_ok and workspace is None:
+            res = cpu.direct(
+                cpu.WINDOW_FULL if lengths is None else cpu.WINDOW_LENGTHS, logits, lengths,
+                None, k, 1, 1, out, values, return_values, deterministic, sorted,
+            )  # fmt: skip
+            if res is not None:
+                return res
         rows, width = check_logits(logits)
         device = logits.device
         kernel = device.type == self._kernel_type or self._route_device(device)
@@ -362,7 +412,7 @@ class Dispatcher:
             return self._trivial(rows, k, out, values, want_values, device)
         if not kernel:
             windows = cpu.dense_windows_of(lengths, rows, width)
-            return self._cpu(logits, windows, k, out, values, want_values, sorted, deterministic)
+            return self._cpu(logits, windows, k, out, values, want_values, sorted)
         mode = "full" if lengths is None else "decode"
         return self._launch(
             mode,
@@ -445,12 +495,13 @@ class Dispatcher:
                 values.fill_(_NEG_FLT_MAX)
         return (out, values) if want_values else out
 
-    def _cpu(self, logits, windows, k, out, values, want_values, sorted, deterministic):
+    def _cpu(self, logits, windows, k, out, values, want_values, sorted):
         if not self._cpu_warm:
             self._cpu_warm = True
-            logger.info("gvr: CPU tensors run on the CPU path (numba, or torch.topk)")
+            self._cpu_direct_ok = self._kernel_type != "cpu"
+            logger.info("gvr: CPU tensors run on the CPU path (the numba engine)")
         out, values = cpu.outputs(logits.shape[0], k, out, values, want_values)
-        cpu.run_cpu(logits, windows, k, out, values, sorted, deterministic)
+        cpu.run_cpu(logits, windows, k, out, values, sorted)
         return (out, values) if want_values else out
 
     # ================================================================== kernel launches
@@ -765,6 +816,7 @@ class Dispatcher:
         source = "memory" if self._cpu_warm else "compiled"
         cpu_engine.warmup()
         self._cpu_warm = True
+        self._cpu_direct_ok = self._kernel_type != "cpu"
         report = WarmupReport(device="cpu")
         report.entries.append(WarmupEntry("cpu_engine", "cpu", source, time.perf_counter() - t))
         report.seconds = time.perf_counter() - t0

@@ -5,10 +5,13 @@ Same call shapes and semantics as :mod:`gvr_reference.oracle` (``decode``, ``pre
 Every argument is validated before anything is written.
 
 Algorithm: an exact radix select on the uint32 order keys (see
-:mod:`gvr_reference._radix_select`), rows in parallel with ``numba.prange``; a single long row
-(fewer rows than threads) is split into chunks processed in parallel. Ties at the K-th value
+:mod:`gvr_reference._select_kernels`), rows in parallel with ``numba.prange`` for calls of
+more than :data:`SERIAL_WORK` scores, on the calling thread otherwise. Ties at the K-th value
 always go to the smallest indices, so the result is deterministic whatever
 ``deterministic`` says. The kernels are compiled on first use and cached on disk.
+
+:func:`topk_at` is the same engine for callers that hold their buffers as raw addresses (the
+dispatcher's CPU torch tensors): it converts nothing and checks nothing.
 """
 
 from __future__ import annotations
@@ -21,19 +24,48 @@ import numpy as np
 
 from . import _checks
 from ._numba_core import flat_rows
-from ._select_kernels import topk_rows, topk_rows_serial
+from ._select_kernels import (
+    SAMPLE_MIN_RATIO,
+    SAMPLE_MIN_ROW,
+    SAMPLE_SHORT_RATIO,
+    SAMPLE_SHORT_ROW,
+    SERIAL_WORK,
+    WINDOW_DECODE,
+    WINDOW_FULL,
+    WINDOW_LENGTHS,
+    WINDOW_PREFILL,
+    WINDOW_SPANS,
+    _addresses,
+    topk_rows_at,
+    topk_rows_at_serial,
+)
 from .windows import RowWindows, decode_lengths_unchecked
 
-__all__ = ["decode", "prefill", "dense", "topk_windows", "warmup"]
+__all__ = [
+    "decode",
+    "prefill",
+    "dense",
+    "topk_windows",
+    "topk_at",
+    "topk_at_parallel",
+    "topk_rows_at_serial",
+    "row_method",
+    "warmup",
+    "SERIAL_WORK",
+    "WINDOW_FULL",
+    "WINDOW_LENGTHS",
+    "WINDOW_DECODE",
+    "WINDOW_PREFILL",
+    "WINDOW_SPANS",
+]
 
 logger = logging.getLogger(__name__)
 
-_SERIAL_WORK = 1 << 18
-"""Calls with fewer elements in all their windows than this run on the calling thread.
-
-Such a call takes a few hundred microseconds on one core; waking the thread pool would save
-little of that, and when another process holds the other cores the pool's barrier can wait a
-whole scheduler time slice (about 10 ms) for a descheduled worker."""
+# SERIAL_WORK (2**18, defined by the kernels' module, which needs it as a compile-time
+# constant): calls with at most this many elements in all their windows run on the calling
+# thread. Such a call takes a few hundred microseconds on one core; waking the thread pool
+# would save little of that, and when another process holds the other cores the pool's
+# barrier can wait a whole scheduler time slice (about 10 ms) for a descheduled worker.
 
 
 _announced = False
@@ -45,7 +77,8 @@ def _kernels_on_disk() -> bool:
     numba's internals it answers False, so the notice errs on the side of being shown."""
     try:
         return all(
-            os.path.exists(f._cache._cache_file._index_path) for f in (topk_rows_serial, topk_rows)
+            os.path.exists(f._cache._cache_file._index_path)
+            for f in (topk_rows_at_serial, topk_rows_at)
         )
     except Exception:  # noqa: BLE001 - numba internals moved: assume a compile
         return False
@@ -99,20 +132,11 @@ def _run(
 
     if rows:
         flat, row_stride = flat_rows(logits)
-        # One row gains nothing from the thread pool, and a small call loses (_SERIAL_WORK).
-        args = (flat.view(np.int32), flat, row_stride, starts, lengths, k, idx, vbits)
-        if rows == 1 or int(lengths.sum()) < _SERIAL_WORK:
-            topk_rows_serial(*args, want_values, sort_desc)
-        else:
-            # Hand rows out in small chunks instead of splitting them evenly up front: row
-            # costs vary (short rows, fallbacks), and a thread that loses its core to another
-            # process then holds up only its current chunk.
-            chunk = rows // (16 * numba.get_num_threads()) + 1
-            previous = numba.set_parallel_chunksize(chunk)
-            try:
-                topk_rows(*args, want_values, sort_desc)
-            finally:
-                numba.set_parallel_chunksize(previous)
+        x_at, starts_at, lengths_at, idx_at, vals_at = _addresses(flat, starts, lengths, idx, vbits)
+        topk_at(
+            x_at, row_stride, rows, logits.shape[1], WINDOW_SPANS, starts_at, lengths_at, 1, 0,
+            k, idx_at, vals_at if want_values else 0, sort_desc,
+        )  # fmt: skip
 
     if out is not None and idx is not out:
         out[...] = idx
@@ -123,6 +147,98 @@ def _run(
             values.view(np.uint32)[...] = vbits
         return idx if out is None else out, values
     return idx if out is None else out
+
+
+def row_method(n: int, k: int) -> str:
+    """How the engine selects from a window of ``n`` scores (the rule of ``topk_row``):
+    ``"identity"`` (``n <= k``: ``0 .. n-1``, then ``-1``), ``"sampled"`` (``n >= 8 k`` and
+    ``n >= 32768``, or ``n >= 16384`` and ``n >= 128 k``) or ``"radix"``."""
+    if n <= k:
+        return "identity"
+    if n >= SAMPLE_MIN_RATIO * k and (
+        n >= SAMPLE_MIN_ROW or (n >= SAMPLE_SHORT_ROW and n >= SAMPLE_SHORT_RATIO * k)
+    ):
+        return "sampled"
+    return "radix"
+
+
+def _parallel(kernel, rows: int, *args) -> None:
+    """Run a ``prange`` kernel over ``rows`` rows. Rows are handed out in small chunks instead
+    of being split evenly up front: row costs vary (short rows, fallbacks), and a thread that
+    loses its core to another process then holds up only its current chunk."""
+    chunk = rows // (16 * numba.get_num_threads()) + 1
+    previous = numba.set_parallel_chunksize(chunk)
+    try:
+        kernel(*args)
+    finally:
+        numba.set_parallel_chunksize(previous)
+
+
+def topk_at(
+    x_address: int,
+    row_stride: int,
+    rows: int,
+    width: int,
+    mode: int,
+    a_address: int,
+    b_address: int,
+    next_n: int,
+    cr_shift: int,
+    k: int,
+    out_address: int,
+    values_address: int,
+    sorted: bool,
+) -> None:
+    """The engine on raw addresses: exact top-K of every row window into caller buffers.
+
+    Same answer as :func:`topk_windows` (ties to the smallest indices, ascending index order,
+    or descending value with ties by ascending index when ``sorted``), with each row's window
+    computed from ``mode`` and the int32 arrays at ``a_address`` / ``b_address``:
+
+    - ``WINDOW_FULL``: ``[0, width)``;
+    - ``WINDOW_LENGTHS``: ``[0, clamp(a[r], 0, width))``;
+    - ``WINDOW_DECODE``: ``[0, min(max(0, a[r // next_n] - next_n + r % next_n + 1)
+      >> cr_shift, width))`` (``a``: kv_lens, ``rows // next_n`` entries);
+    - ``WINDOW_PREFILL``: ``[s, e)`` with ``s = clamp(a[r], 0, width)``,
+      ``e = clamp(b[r], s, width)``;
+    - ``WINDOW_SPANS``: ``[a[r], a[r] + b[r])`` with int64 ``a`` / ``b`` of ``rows`` entries,
+      every window inside its row (unchecked: the numpy API's checked windows).
+
+    Args:
+        x_address: address of ``logits[0, 0]``: float32, unit inner stride, ``row_stride``
+            elements between rows.
+        rows, width: the logits shape, both ``>= 1``.
+        mode, a_address, b_address, next_n, cr_shift: the windows (int32 arrays but for
+            ``WINDOW_SPANS``; the addresses of unused arrays are 0; ``next_n = 1``,
+            ``cr_shift = 0`` outside decode).
+        k: indices per row, ``>= 1``.
+        out_address: int32 ``[rows, k]``, contiguous, written.
+        values_address: float32 ``[rows, k]``, contiguous, written bit for bit (``-FLT_MAX``
+            beside ``-1``), or 0.
+        sorted: descending value order.
+
+    Nothing is checked: every address must point at live memory of the stated shape. Calls
+    with more than one row and more than :data:`SERIAL_WORK` scores in all windows run their
+    rows on the thread pool (:func:`topk_at_parallel`). A caller that has made one call can
+    call ``topk_rows_at_serial`` (same arguments; it returns -1, having written nothing, where
+    this function goes on with :func:`topk_at_parallel`) directly.
+    """
+    if not _announced:
+        _announce_compile()
+    status = topk_rows_at_serial(
+        x_address, row_stride, rows, width, mode, a_address, b_address, next_n, cr_shift, k,
+        out_address, values_address, sorted,
+    )  # fmt: skip
+    if status < 0:
+        topk_at_parallel(
+            x_address, row_stride, rows, width, mode, a_address, b_address, next_n, cr_shift,
+            k, out_address, values_address, sorted,
+        )  # fmt: skip
+
+
+def topk_at_parallel(*args) -> None:
+    """:func:`topk_at` with the rows on the thread pool, whatever the work (same arguments)."""
+    _parallel(topk_rows_at, args[2], *args)
 
 
 def topk_windows(
@@ -295,12 +411,12 @@ def dense(
 
 def warmup() -> None:
     """Compile (or load from the on-disk cache) every kernel the engine uses: the serial and
-    the parallel row loops, with and without values. The first call in a fresh environment
-    compiles (10-60 s, announced by a warning-level log record); later processes load the
-    cache."""
+    the parallel row loops (one compiled function each serves values or none, sorted or
+    not). The first call in a fresh environment compiles (10-60 s, announced by a
+    warning-level log record); later processes load the cache."""
     if not _announced:
         _announce_compile()
-    x = np.zeros((_SERIAL_WORK // 4096 + 1, 4096), np.float32)
+    x = np.zeros((SERIAL_WORK // 4096 + 1, 4096), np.float32)
     for rows in (1, x.shape[0]):  # one row: the serial loop; all rows: the parallel one
         dense(x[:rows], 4, sorted=True, return_values=True)
         dense(x[:rows], 4)
