@@ -20,6 +20,12 @@ The ``ragged`` set: serving-like decode batches (b in {8, 64, 256}, arenas of 65
 width), with ``max_seq_len`` the arena width as engines pass it (``ragged_lengths``); the
 ``gvr-grouped`` provider times the same rows as uniform batches grouped by length class.
 
+The ``tail`` set: the tie-heavy and narrow-range families of ``gvr_reference.workloads``
+(``TAIL_FAMILIES``: constant, two-valued, all equal but a few, all ``-inf`` but fewer than K
+finite, within 4 ulps, more than K ``+inf``, 16 levels) beside gaussian rows of the same
+shapes (n 131,072 and 262,144, b 1 and 32, every K) in the same run; the summary's
+``tail_vs_gaussian`` gives each family's time over the gaussian time of its shape.
+
 Timings: cold L2 (a buffer twice the L2 size is rewritten before every repetition), CUDA
 events around the call, median / p10 / p90 of ``--reps`` repetitions; the ``graph`` set times
 CUDA-graph replays (one eager call on the capturing stream, then the capture). Before the
@@ -70,8 +76,11 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 
 import torch
+from gvr_reference.workloads import TAIL_FAMILIES
 
-SETS = ("decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "ragged", "host")
+SETS = (
+    "decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "tail", "ragged", "host"
+)  # fmt: skip
 PROVIDERS = (
     "gvr",
     "gvr-width",
@@ -708,6 +717,13 @@ def build_cases(set_name: str, g, args):
                 for n in (131072, 262144):
                     for b in (1, 32):
                         yield decode_case("adversarial", k, b, n, g, family=fam)
+    elif set_name == "tail":
+        # The tie-heavy and narrow-range families beside gaussian rows of the same shapes.
+        for k in GRID_K:
+            for fam in ("gaussian",) + TAIL_FAMILIES:
+                for n in (131072, 262144):
+                    for b in (1, 32):
+                        yield decode_case("tail", k, b, n, g, family=fam)
     elif set_name == "ragged":
         for k in (512, 2048):
             for width in RAGGED_WIDTHS:
@@ -1096,7 +1112,9 @@ def speedup_headline(provider: str, block: dict) -> str:
     )
 
 
-SUMMARY_SETS = ("decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "ragged")
+SUMMARY_SETS = (
+    "decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "tail", "ragged"
+)  # fmt: skip
 
 
 def where(set_name: str, timing: str) -> str:
@@ -1177,6 +1195,15 @@ def summary(records) -> dict:
                 headlines.append(f"{where(set_name, timing)}: {ratio_headline(prov, rb)}")
             if block:
                 by_set.setdefault(set_name, {})[timing] = block
+    tail = tail_vs_gaussian(recs)
+    for timing, block in tail.items():
+        out.setdefault("tail_vs_gaussian", {})[timing] = block
+        headlines.append(
+            f"tail, {timing}: the tie-heavy families take at most {block['worst_ratio']:.2f}x"
+            f" GVR's gaussian time of the same shape ({block['worst_cell']}; geomean"
+            f" {block['geomean_ratio']:.2f}x over {block['cells']} cells), and are at least"
+            f" {block['min_vs_torch']:.2f}x faster than torch.topk"
+        )
     grouped = ragged_vs_grouped(recs)
     for timing, block in grouped.items():
         out.setdefault("ragged_vs_grouped", {})[timing] = block
@@ -1189,6 +1216,43 @@ def summary(records) -> dict:
         out["by_set"] = by_set
     if headlines:
         out["headlines"] = headlines
+    return out
+
+
+def tail_vs_gaussian(recs) -> dict:
+    """Per timing: GVR's time on each tail-set family cell over its time on the gaussian rows
+    of the same ``(k, rows, n)`` in the same run: cells, geomean, worst (and its cell), per
+    family worst, and the smallest speedup over torch.topk."""
+    out = {}
+    for timing in ("eager", "graph"):
+        sel = [
+            r for r in recs
+            if r["set"] == "tail" and r["timing"] == timing and r["provider"] == "gvr"
+            and r.get("median_us")
+        ]  # fmt: skip
+        gauss = {
+            (r["k"], r["rows"], r["n"]): r["median_us"] for r in sel if r["family"] == "gaussian"
+        }
+        cells = [
+            (r["median_us"] / gauss[(r["k"], r["rows"], r["n"])], r)
+            for r in sel
+            if r["family"] != "gaussian" and (r["k"], r["rows"], r["n"]) in gauss
+        ]
+        if not cells:
+            continue
+        worst, wr = max(cells, key=lambda c: c[0])
+        fams: dict = {}
+        for ratio, r in cells:
+            fams[r["family"]] = max(fams.get(r["family"], 0.0), ratio)
+        vs_torch = [r["speedup_vs_torch"] for _, r in cells if r.get("speedup_vs_torch")]
+        out[timing] = {
+            "cells": len(cells),
+            "geomean_ratio": geomean([c[0] for c in cells]),
+            "worst_ratio": worst,
+            "worst_cell": f"{wr['family']} k={wr['k']} b={wr['rows']} n={wr['n']}",
+            "worst_by_family": fams,
+            "min_vs_torch": min(vs_torch) if vs_torch else float("nan"),
+        }
     return out
 
 

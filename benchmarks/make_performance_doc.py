@@ -293,6 +293,7 @@ def render(results: list[tuple[str, dict]], notes: str = "", doc_dir=None) -> st
             ("prefill", "Prefill windows", []),
             ("real", "Real indexer rows", ["family"]),
             ("adversarial", "Adversarial families", ["family"]),
+            ("tail", "Tie-heavy tail beside gaussian rows of the same shapes", ["family"]),
             ("host", "Host time per eager call (us, back-to-back launches)", []),
         ):
             set_recs = [r for r in recs if r["set"] == set_name]

@@ -378,6 +378,8 @@ def main():
         rows += case_decode(kern, g, 512, 1, 40000, "gaussian")  # split rows
         rows += case_decode(kern, g, 512, 1, 40000, "two_valued", det=True)  # split + rescue
         rows += case_prefill(kern, g, 512, 4, 5001, "gaussian", values=True)  # prefill
+        rows += case_decode(kern, g, 512, 1, 40000, "constant", det=True)  # split + tie scan
+        rows += case_decode(kern, g, 512, 70, 33000, "few_finite", values=True)  # single + ties
     if args.check:
         for k in (512, 1024, 2048):
             for n, b in (

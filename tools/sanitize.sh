@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # compute-sanitizer (memcheck, racecheck, synccheck) over one small launch of each shape:
-# single CTA per row, split rows (incl. the whole-row rescue), prefill windows.
+# single CTA per row, split rows (incl. the whole-row rescue), prefill windows, the tie scan.
 #   bash tools/sanitize.sh <aot-dir> <log-dir>
 set -u
 aot=${1:-.aot}; logs=${2:-.}

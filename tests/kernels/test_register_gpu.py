@@ -166,13 +166,13 @@ def test_forced_paths_match_the_model(kp, shape):
     cap = 4 * threads * vecs
     k = 512
     params = RegisterParams(threads, vecs, capacity=2048)
-    b = 60
+    b = 80
     width = cap + 64
     g = rng(6, *shape)
     x = g.standard_normal((b, width)).astype(np.float32)
     kv = np.full(b, cap, np.int32)
     for r in range(b):
-        kind = r % 6
+        kind = r % 8
         n = int(kv[r])
         pos = sample_positions(n, 0, params)
         j1 = register_plan(n, k, int(pos.size), params.aim_mult).j1
@@ -184,8 +184,15 @@ def test_forced_paths_match_the_model(kp, shape):
             kv[r] = 4 * k
         elif kind == 4:  # longer than the registers hold
             kv[r] = width - r % 4
-        elif kind == 5:  # a crowded tie class above the rung: more keys than the staging
+        elif kind == 5:  # more keys above the rung than the staging, unseen by the sample
+            off = np.setdiff1d(np.arange(n), pos)[:3000]
+            x[r, off] = 50.0 + np.arange(off.size, dtype=np.float32) / 64
+        elif kind == 6:  # a crowded tie class at the rung: the keys above it, then ties
             x[r, g.random(width) < 0.3] = 2.5
+        elif kind == 7:  # the same crowd with more keys above it than the staging
+            x[r, g.random(width) < 0.3] = 2.5
+            free = np.setdiff1d(np.flatnonzero(x[r, :n] != 2.5), pos)[:3000]
+            x[r, free] = 9.0 + np.arange(free.size, dtype=np.float32) / 64
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(b)])
     logits = torch.from_numpy(x).cuda()
@@ -202,8 +209,11 @@ def test_forced_paths_match_the_model(kp, shape):
         Path.WHOLE_ROW,
         Path.SHORT,
         Path.UNSAMPLED,
+        Path.TIE,
     }
     assert expected <= {Path(int(v)) for v in want}
+    crowded = [simulate_row(x[r, : kv[r]], k, params).crowded for r in range(b)]
+    assert any(c and w == Path.RESCUE_OVERFLOW for c, w in zip(crowded, want, strict=True))
     report = validate.check_topk(x, windows, k, out.cpu().numpy())
     assert report.ok, report.summary()
     ROWS_CHECKED["n"] += b

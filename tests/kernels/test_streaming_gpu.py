@@ -191,7 +191,7 @@ def test_forced_paths_match_the_model(kp, split):
     """Rows built to reach every path; the kernel's recorded path equals the CPU model's and
     every answer is exact."""
     k, n = 2048, 131072
-    b = 6 if split else 160
+    b = 9 if split else 160
     route = route_static(kp.spec, rows=b, n_env=n, k=k)
     assert (route.parts > 1) == split
     mcfg = ModelConfig(route.ladder, parts=route.parts)
@@ -199,14 +199,27 @@ def test_forced_paths_match_the_model(kp, split):
     x = g.standard_normal((b, n)).astype(np.float32)
     pos, plan = _sampled_positions(n, k, route.ladder)
     kv = np.full(b, n, np.int32)
+    free = np.setdiff1d(np.arange(n), pos)
     for r in range(b):
-        kind = r % 6
+        kind = r % (9 if split else 10)
         if kind == 1:  # the top sample ranks are huge: the first rung is too high
             x[r, pos[: plan.j1]] = 1000.0 + np.arange(plan.j1, dtype=np.float32)
         elif kind == 2:  # every sampled score is huge: no rung reaches k survivors
             x[r, pos] = 1000.0 + np.arange(pos.size, dtype=np.float32)
-        elif kind == 3:  # a tie class far larger than the staging capacity at the rung
+        elif kind == 3:  # a crowded tie class at the rung: the keys above it, then ties
             x[r, g.random(n) < 0.3] = 7.0
+        elif kind == 6:  # more keys above the rung than the staging, unseen by the sample
+            x[r, free[: route.ladder.capacity + 5]] = (
+                50.0 + np.arange(route.ladder.capacity + 5, dtype=np.float32) / 1024
+            )
+        elif kind == 7:  # a crowd seen by the sample that the row barely holds: the tie scan
+            # finds fewer than k ties and the row is rescued
+            x[r, pos[: 3 * plan.j1]] = 7.0
+        elif kind == 8:  # a crowd at the rung with k or more keys above it
+            x[r, g.random(n) < 0.3] = 7.0
+            x[r, free[: 3 * k]] = 9.0 + np.arange(3 * k, dtype=np.float32) / 1024
+        elif kind == 9:  # every score equal (the deterministic answer: the first k)
+            x[r] = np.float32(-0.0) if r % 2 else np.float32(3.0)
         elif kind == 4:  # short rows
             kv[r] = [k - 1, k, 0][r % 3]
         elif kind == 5:  # unsampled rows
@@ -225,8 +238,12 @@ def test_forced_paths_match_the_model(kp, split):
         Path.RESCUE_OVERFLOW,
         Path.SHORT,
         Path.UNSAMPLED,
+        Path.TIE,
     } | (set() if split else {Path.RETRY})
     assert expected <= {Path(int(v)) for v in want}
+    traces = [simulate_row(x[r, : kv[r]], k, mcfg) for r in range(b)]
+    assert any(t.crowded and t.path == Path.RESCUE_UNDERESTIMATE for t in traces)
+    assert any(t.crowded and t.path == Path.FIRST for t in traces)
     report = validate.check_topk(x, windows, k, out.cpu().numpy())
     assert report.ok, report.summary()
     ROWS_CHECKED["n"] += b

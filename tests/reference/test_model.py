@@ -121,9 +121,26 @@ def test_model_reaches_every_path(parts):
     huge = base.copy()
     huge[pos] = 1000 + np.arange(pos.size, dtype=np.float32)
     assert path(huge) == Path.RESCUE_UNDERESTIMATE
+    # A crowd above the rung that the sample never sees: more survivors than the staging.
+    hidden = base.copy()
+    off = np.setdiff1d(np.arange(n), pos)[: p.capacity + 1]
+    hidden[off] = 50 + np.arange(off.size, dtype=np.float32) / 1024
+    assert path(hidden) == Path.RESCUE_OVERFLOW
+    # A tie class the sample sees as one crowded key: the rung is that key, the keys above
+    # it are staged, the ties are counted.
     flood = base.copy()
     flood[rng.random(n) < 0.3] = 7.0
-    assert path(flood) == Path.RESCUE_OVERFLOW
+    trace = simulate_row(flood, k, cfg)
+    assert trace.path == Path.TIE and trace.crowded
+    keys = order_key(flood)
+    assert trace.count1 == int((keys > trace.t1).sum()) < k
+    assert trace.eq1 == int((keys == trace.t1).sum()) >= k - trace.count1
+    assert trace.t1 == int(order_key(np.float32([7.0]))[0])
+    # Crowded, with k keys above it: an ordinary selection among the keys above the rung.
+    above = flood.copy()
+    above[np.flatnonzero(flood != 7.0)[: 2 * k]] = 9 + np.arange(2 * k, dtype=np.float32) / 64
+    trace = simulate_row(above, k, cfg)
+    assert trace.path == Path.FIRST and trace.crowded and trace.count1 >= k
     top = base.copy()
     top[pos[: plan.j1]] = 1000 + np.arange(plan.j1, dtype=np.float32)
     assert path(top) == (Path.RETRY if parts == 1 else Path.RESCUE_UNDERESTIMATE)

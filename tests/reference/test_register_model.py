@@ -97,6 +97,20 @@ def test_every_path():
     # More keys at or above the rung than the staging holds: selected from the registers.
     small = RegisterParams(512, 4, capacity=1024)
     z = x.copy()
-    z[g.random(n) < 0.3] = 2.5
+    off = np.setdiff1d(np.arange(n), pos)[:1500]
+    z[off] = 50 + np.arange(off.size, dtype=np.float32) / 64
     over = simulate_row(z, k, small)
-    assert over.path == Path.RESCUE_OVERFLOW and over.count1 > 1024
+    assert over.path == Path.RESCUE_OVERFLOW and over.count1 > 1024 and not over.crowded
+    # A tie class the sample sees as one crowded key: keys above it staged, ties counted.
+    t = x.copy()
+    t[g.random(n) < 0.3] = 2.5
+    tie = simulate_row(t, k, small)
+    keys = order_key(t)
+    assert tie.path == Path.TIE and tie.crowded
+    assert tie.count1 == int((keys > tie.t1).sum()) < k <= tie.count1 + tie.eq1
+    assert tie.eq1 == int((keys == tie.t1).sum())
+    # The same crowd with more keys above it than the staging holds.
+    free = np.setdiff1d(np.flatnonzero(t != 2.5), pos)[:1500]
+    t[free] = 9 + np.arange(free.size, dtype=np.float32) / 64
+    crowd_over = simulate_row(t, k, small)
+    assert crowd_over.path == Path.RESCUE_OVERFLOW and crowd_over.crowded

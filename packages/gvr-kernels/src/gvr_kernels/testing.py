@@ -38,6 +38,12 @@ FAMILY_NAMES = (
     "hidden_peaks",
     "position_skew",
     "near_flt_max",
+    # the tie-heavy tail (gvr_reference.workloads.TAIL_FAMILIES, on the device)
+    "all_equal_but_few",
+    "few_finite",
+    "few_ulps",
+    "pos_inf_flood",
+    "levels16",
 )
 
 POISON = 3.0e38
@@ -180,6 +186,19 @@ def families(name, rows, width, k, generator):
         return torch.where(rand(rows, width) < 0.5, 3.4e38, -3.4e38).to(torch.float32) * (
             1 - rand(rows, width) * 1e-6
         )
+    if name in ("all_equal_but_few", "few_finite"):
+        # a flat row (-inf for few_finite) with fewer than k higher values scattered over it
+        flat = -math.inf if name == "few_finite" else 0.25
+        few = rand(rows, width) < (k // 2) / max(width, 1)
+        return torch.where(few, x.abs() + 1.0, torch.full_like(x, flat))
+    if name == "few_ulps":
+        base = torch.full((rows, width), 0.75, device=dev).view(torch.int32)
+        steps = torch.randint(0, 5, (rows, width), generator=g, device=dev, dtype=torch.int32)
+        return (base + steps).view(torch.float32)
+    if name == "pos_inf_flood":
+        return torch.where(rand(rows, width) < 0.25, math.inf, x)
+    if name == "levels16":
+        return torch.clamp(torch.floor(x * 4 + 8), 0, 15) / 4 - 1.875
     raise ValueError(f"unknown family {name!r}; known: {FAMILY_NAMES}")
 
 

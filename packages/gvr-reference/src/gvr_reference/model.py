@@ -20,6 +20,15 @@ Paths (``Path``), in the order the kernel tries them:
 ``RETRY``
     single-CTA rows only: ``count(T1) < k``; the retry rung ``T2`` (sample rank ``j2``, lower
     than ``T1``) leaves ``k <= count <= capacity`` survivors after a second pass.
+``TIE``
+    the sample shows the first rung's key as a crowded single-key class (the narrowing ended
+    on one key holding more than ``2 j1`` sample keys), so the pass stages only the keys
+    *above* ``T1`` and counts the keys equal to it; fewer than ``k`` lie above it and at least
+    ``k`` at or above it, so the answer is every staged key plus the ``k - count1`` first
+    (smallest-index) keys equal to ``T1``, found by an in-order scan that stops once it has
+    them. A crowded row with ``count1 >= k`` takes ``FIRST`` (or ``RESCUE_OVERFLOW``) among the
+    keys above ``T1``; one whose scan finds too few ties takes ``RESCUE_UNDERESTIMATE``
+    (no retry rung).
 ``RESCUE_UNDERESTIMATE``
     no rung reached ``k`` survivors: exact radix selection over the whole row.
 ``RESCUE_OVERFLOW``
@@ -49,6 +58,7 @@ __all__ = [
     "ModelConfig",
     "bitlen",
     "narrow_threshold",
+    "crowded_rung",
     "select_rule",
     "simulate_row",
     "simulate_windows",
@@ -68,6 +78,7 @@ class Path(enum.IntEnum):
     RESCUE_UNDERESTIMATE = 4
     RESCUE_OVERFLOW = 5
     WHOLE_ROW = 6
+    TIE = 7
 
 
 @dataclass(frozen=True)
@@ -90,7 +101,10 @@ class RowTrace:
     Attributes:
         path: the path taken.
         n: valid row length.
-        t1, count1: first-rung key and its survivor count (``None`` when not reached).
+        t1, count1: first-rung key and its survivor count (``None`` when not reached); for a
+            crowded rung the survivors are the keys above ``t1``.
+        eq1: keys equal to ``t1`` (crowded rungs only; else 0).
+        crowded: the sample showed ``t1`` as a crowded single-key class (:func:`crowded_rung`).
         t2, count2: retry-rung key and its survivor count (``None`` when not reached).
         sample_size: sampled scores (0 when unsampled or short).
         j1, j2: sample ranks of the rungs.
@@ -105,6 +119,8 @@ class RowTrace:
     sample_size: int = 0
     j1: int = 0
     j2: int = 0
+    eq1: int = 0
+    crowded: bool = False
 
 
 def bitlen(x: int) -> int:
@@ -161,6 +177,22 @@ def narrow_threshold(keys: np.ndarray, j: int, lo: int = 0) -> tuple[int, int]:
             return lo_b, reached
         above += above_b
         lo, hi = lo_b, hi_b
+
+
+def crowded_rung(t: int, reached: int, j: int) -> bool:
+    """Whether a rung from :func:`narrow_threshold` is a crowded single key.
+
+    The narrowing stops early once a bin holds at most ``2 j`` sample keys at or above its
+    lower edge; it reaches a single key with more than that only when one key holds a crowd of
+    the sample. Such a rung is the row's likely K-th value with a tie class that would swamp
+    the staging, so the kernels stage the keys above it and count the keys equal to it. The
+    NaN key (``0xFFFFFFFF``, nothing above it) keeps the ordinary pass.
+
+    Args:
+        t, reached: the rung and its sample count from :func:`narrow_threshold`.
+        j: the rung's target sample rank.
+    """
+    return reached > 2 * j and t < 0xFFFFFFFF
 
 
 def select_rule(keys: np.ndarray, k: int, lo: int = 0, hi: int = 0xFFFFFFFF) -> tuple[int, int]:
@@ -222,13 +254,21 @@ def simulate_row(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) ->
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=0, count1=n)
     sample = _sample_keys(keys, plan, lead)
-    t1, _ = narrow_threshold(sample, plan.j1)
-    count1 = int(np.count_nonzero(keys >= t1))
+    t1, reached = narrow_threshold(sample, plan.j1)
+    crowded = crowded_rung(t1, reached, plan.j1)
+    eq1 = int(np.count_nonzero(keys == t1)) if crowded else 0
+    count1 = int(np.count_nonzero(keys > t1 if crowded else keys >= t1))
     common = dict(n=n, t1=t1, count1=count1, sample_size=int(sample.size), j1=plan.j1, j2=plan.j2)
+    common.update(eq1=eq1, crowded=crowded)
     if count1 > p.capacity:
         return RowTrace(Path.RESCUE_OVERFLOW, **common)
     if count1 >= k:
         return RowTrace(Path.FIRST, **common)
+    if count1 + eq1 >= k:
+        return RowTrace(Path.TIE, **common)
+    if crowded:
+        # the in-order tie scan found too few: the whole-row selection, no retry rung
+        return RowTrace(Path.RESCUE_UNDERESTIMATE, **common)
     if cfg.parts > 1:
         return RowTrace(Path.RESCUE_UNDERESTIMATE, **common)
     t2, _ = narrow_threshold(sample, plan.j2)

@@ -18,6 +18,12 @@ exactly once and never stages survivors. Per row:
    (``RESCUE_UNDERESTIMATE``) or an unsampled row (``UNSAMPLED``) over ``[1, max key]``.
    Each gives the exact rule "keys above ``thr`` plus ``need_eq`` keys equal to it", then one
    emission pass over the same candidates.
+5. **Crowded rung** (:func:`gvr_reference.model.crowded_rung`: the sample narrowing ended on
+   one key holding more than ``2 j1`` sample keys): the staging takes the keys *above* ``T``
+   and the keys equal to ``T`` are counted. With ``count < k <= count + eq`` (``TIE``) the
+   rule is known without any narrowing (``thr = T``, ``need_eq = k - count``) and one
+   emission pass over the registers writes it; otherwise the paths above, over the keys
+   above ``T``.
 
 Since every score stays in a register, no fallback reads the row again: exactness never
 depends on the sample or the capacity (they only decide how many candidates the selection
@@ -27,8 +33,8 @@ memory (``WHOLE_ROW``).
 
 :func:`register_plan` is the integer formula shared by the kernel (traced with the device
 ``ops``) and :func:`simulate_row`; the paths are :class:`gvr_reference.model.Path` codes
-(``SHORT``, ``UNSAMPLED``, ``FIRST``, ``RESCUE_UNDERESTIMATE``, ``RESCUE_OVERFLOW``,
-``WHOLE_ROW``).
+(``SHORT``, ``UNSAMPLED``, ``FIRST``, ``TIE``, ``RESCUE_UNDERESTIMATE``,
+``RESCUE_OVERFLOW``, ``WHOLE_ROW``).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import numpy as np
 
 from .keys import order_key
 from .ladder import PY_OPS
-from .model import Path, RowTrace, narrow_threshold
+from .model import Path, RowTrace, crowded_rung, narrow_threshold
 
 __all__ = [
     "RegisterParams",
@@ -148,15 +154,22 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
     plan = register_plan(n, k, int(pos.size), p.aim_mult)
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=1, count1=n)
-    t1, _ = narrow_threshold(keys[pos], plan.j1, lo=1)
-    count1 = int(np.count_nonzero(keys >= t1))
-    if count1 < k:
-        path = Path.RESCUE_UNDERESTIMATE
-    elif count1 > p.capacity:
+    t1, reached = narrow_threshold(keys[pos], plan.j1, lo=1)
+    crowded = crowded_rung(t1, reached, plan.j1)
+    eq1 = int(np.count_nonzero(keys == t1)) if crowded else 0
+    count1 = int(np.count_nonzero(keys > t1 if crowded else keys >= t1))
+    if count1 > p.capacity:
         path = Path.RESCUE_OVERFLOW
-    else:
+    elif count1 >= k:
         path = Path.FIRST
-    return RowTrace(path, n, t1=t1, count1=count1, sample_size=int(pos.size), j1=plan.j1)
+    elif count1 + eq1 >= k:
+        path = Path.TIE
+    else:
+        path = Path.RESCUE_UNDERESTIMATE
+    return RowTrace(
+        path, n, t1=t1, count1=count1, sample_size=int(pos.size), j1=plan.j1, eq1=eq1,
+        crowded=crowded,
+    )  # fmt: skip
 
 
 def simulate_windows(

@@ -36,6 +36,7 @@ from .windows import RowWindows, decode_windows
 
 __all__ = [
     "FAMILIES",
+    "TAIL_FAMILIES",
     "POISON",
     "LENGTH_MODES",
     "family_names",
@@ -315,6 +316,52 @@ def near_flt_max(rng, n, k, r):
     return row
 
 
+@_rowwise
+def all_equal_but_few(rng, n, k, r):
+    """Every score equal but fewer than ``k`` higher distinct ones: the K-th value is the
+    common one, and its tie class is the rest of the row (a hidden peak over a flat row)."""
+    row = np.full(n, np.float32(rng.standard_normal()), np.float32)
+    few = int(rng.integers(0, max(1, k)))
+    _scatter(rng, row, few, row[0] + np.float32(1.0) + rng.random(min(few, n)).astype(np.float32))
+    return row
+
+
+@_rowwise
+def few_finite(rng, n, k, r):
+    """Every score ``-inf`` but fewer than ``k`` finite ones (a masked row): the K-th value is
+    ``-inf`` with a tie class of nearly the whole row."""
+    row = np.full(n, -np.inf, np.float32)
+    finite = int(rng.integers(0, max(1, k)))
+    _scatter(rng, row, finite, rng.standard_normal(min(finite, n)).astype(np.float32))
+    return row
+
+
+@_rowwise
+def few_ulps(rng, n, k, r):
+    """Scores within 4 ulps of one value (a narrow value range: five distinct keys), so every
+    key's tie class is about a fifth of the row."""
+    base = np.float32(rng.standard_normal()).view(np.uint32)
+    return _from_bits(base + rng.integers(0, 5, n).astype(np.uint32)).copy()
+
+
+@_rowwise
+def pos_inf_flood(rng, n, k, r):
+    """Gaussian with more than ``k`` ``+inf`` (between ``k + 1`` and half the row): the K-th
+    value is ``+inf``, and its tie class is far larger than ``k`` on long rows."""
+    row = rng.standard_normal(n, dtype=np.float32)
+    _scatter(rng, row, int(rng.integers(k + 1, max(k + 2, n // 2 + 1))), np.inf)
+    return row
+
+
+@_rowwise
+def levels16(rng, n, k, r):
+    """Gaussian quantized to 16 levels (a low-precision producer): every tie class is huge and
+    the top level holds about 3% of the row."""
+    edges = np.linspace(-2.0, 2.0, 15, dtype=np.float32)
+    levels = np.arange(16, dtype=np.float32) * np.float32(0.25) - np.float32(1.875)
+    return levels[np.searchsorted(edges, rng.standard_normal(n, dtype=np.float32))]
+
+
 FAMILIES: dict[str, Family] = {
     "gaussian": gaussian,
     "dsa_like": dsa_like,
@@ -330,8 +377,25 @@ FAMILIES: dict[str, Family] = {
     "nan": nan,
     "quantized": quantized,
     "near_flt_max": near_flt_max,
+    "all_equal_but_few": all_equal_but_few,
+    "few_finite": few_finite,
+    "few_ulps": few_ulps,
+    "pos_inf_flood": pos_inf_flood,
+    "levels16": levels16,
 }
 """Value families by name."""
+
+#: The families whose K-th value sits in a huge tie class or a narrow value range (the slow
+#: tail of a staging design): the tail benchmark and the tie-path device tests use them.
+TAIL_FAMILIES = (
+    "constant",
+    "two_valued",
+    "all_equal_but_few",
+    "few_finite",
+    "few_ulps",
+    "pos_inf_flood",
+    "levels16",
+)
 
 
 def family_names() -> list[str]:

@@ -47,6 +47,37 @@ def stream_threshold(thr_key: Uint32) -> Uint32:
 def survives(bits: Uint32, raw_thr: Uint32) -> cutlass.Boolean:
     """``order_key(bits) >= T`` with ``raw_thr = stream_threshold(T)``, in about five integer
     operations: the raw-key compare, or NaN (whose canonical key is the maximum)."""
-    raw = bits ^ (Uint32(Int32(bits) >> Int32(31)) | Uint32(0x80000000))
+    raw = raw_key(bits)
     is_nan = (bits & Uint32(0x7FFFFFFF)) > Uint32(0x7F800000)
     return (raw >= raw_thr) | is_nan
+
+
+@cute.jit
+def raw_key(bits: Uint32) -> Uint32:
+    """The raw key ``bits ^ (0x80000000 | -(bits >> 31))``: the order key of every non-NaN
+    value except ``-0.0`` (raw ``0x7FFFFFFF``), without the canonicalisations."""
+    return bits ^ (Uint32(Int32(bits) >> Int32(31)) | Uint32(0x80000000))
+
+
+@cute.jit
+def tie_range(thr_key: Uint32):
+    """``(raw_lo, span)`` such that ``order_key(x) == thr_key  <=>  raw(x) - raw_lo < span``
+    (unsigned) for every value ``x``, NaN included (:func:`is_tie`).
+
+    With :func:`stream_threshold`, ``key(x) == T`` is ``raw(x) >= stream_threshold(T)`` and
+    not ``raw(x) >= stream_threshold(T + 1)`` for non-NaN ``x``. For ``T`` in
+    ``[key(-inf), key(+inf)]`` that raw interval holds no NaN's raw key (those are
+    ``[0, 0x007FFFFE]`` and ``[0xFF800001, 0xFFFFFFFF]``); any other ``T`` is no finite or
+    infinite value's key, and the span is 0.
+    """
+    lo = stream_threshold(thr_key)
+    hi = stream_threshold(thr_key + Uint32(1))
+    real = (thr_key >= Uint32(0x007FFFFF)) & (thr_key <= Uint32(0xFF800000))
+    return lo, Uint32(cutlass.select_(real, hi - lo, Uint32(0)))
+
+
+@cute.jit
+def is_tie(bits: Uint32, raw_lo: Uint32, span: Uint32) -> cutlass.Boolean:
+    """``order_key(bits) == T`` for ``(raw_lo, span) = tie_range(T)``: two integer operations
+    after the raw key."""
+    return (raw_key(bits) - raw_lo) < span

@@ -40,6 +40,7 @@ class Ctl:
     LAST = 7  # split: this CTA arrived last
     TOTAL = 8  # split: survivors of the whole row
     MAXKEY = 9  # largest staged key (atomic max through the Uint32 view)
+    EQCNT = 10  # register family, crowded rung: keys equal to the rung
 
 
 class Source:

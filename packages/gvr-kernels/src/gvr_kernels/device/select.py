@@ -20,12 +20,12 @@ import cutlass.cute as cute
 from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 
 from . import radix, warp
-from .keys import KEY_MAX, order_key
+from .keys import KEY_MAX, is_tie, order_key, tie_range
 from .layout import Action, Ctl, EmitArgs, Goal, HistArgs, Rank, Source
 from .memory import load_scalar, store_u32
 from .tiles import load_tile
 
-__all__ = ["narrow", "select_and_emit", "visit_row"]
+__all__ = ["narrow", "select_and_emit", "emit_rule", "emit_ties_in_order", "visit_row"]
 
 
 @cute.jit
@@ -45,8 +45,10 @@ def narrow(
 ):
     """Radix narrowing over a candidate source, 8 key bits per level.
 
-    ``goal=Goal.RUNG``: returns a rung ``T`` with ``target <= #(keys >= T) <= 2 * target``
-    (or a single-key bin), as ``gvr_reference.model.narrow_threshold``.
+    ``goal=Goal.RUNG``: returns ``(T, 0, reached)``: a rung ``T`` with
+    ``target <= #(keys >= T) = reached <= 2 * target`` (or a single-key bin, then ``reached``
+    may be larger: a crowded key, ``gvr_reference.model.crowded_rung``), as
+    ``gvr_reference.model.narrow_threshold``.
     ``goal=Goal.SELECT``: returns ``(thr, need_eq, count_thr)``: the top-``target`` candidates
     are the keys above ``thr`` plus ``need_eq`` keys equal to it (``count_thr`` of them exist
     when the last level was a single key), as ``gvr_reference.model.select_rule``.
@@ -95,6 +97,7 @@ def narrow(
             reached = above + ab + hb
             if shift == Uint32(0) or reached <= target * 2:
                 thr = lo_b
+                count_thr = reached
                 done = Boolean(True)
             else:
                 above = above + ab
@@ -122,15 +125,26 @@ def _histogram(cfg: cutlass.Constexpr, sh, win, src: cutlass.Constexpr, ha, coun
     """One radix level's histogram of the candidates with key in ``[ha.lo, ha.hi]``."""
     tid, _, _ = cute.arch.thread_idx()
     if const_expr(src == Source.SAMPLE):
-        for i in cutlass.range(tid, count, cfg.threads):
-            _count_key(sh.hist, sh.sample[i], Boolean(True), ha.lo, ha.hi, ha.shift)
+        # Warp-uniform trip count: the whole warp counts together (see _count_key_warp).
+        for ib in cutlass.range(0, count, cfg.threads):
+            i = ib + tid
+            ok = i < count
+            key = sh.sample[cutlass.select_(ok, i, Int32(0))]
+            _count_key_warp(sh.hist, key, ok, ha.lo, ha.hi, ha.shift)
     if const_expr(src == Source.STAGE):
-        for i in cutlass.range(tid, count, cfg.threads):
-            value = sh.stage_bits[i]
+        # Warp-uniform trip count, so a staged tie class is counted one atomic per warp.
+        for ib in cutlass.range(0, count, cfg.threads):
+            i = ib + tid
+            ok = i < count
+            j = cutlass.select_(ok, i, Int32(0))
+            value = sh.stage_bits[j]
             if const_expr(_stages_keys(cfg)):
-                _count_key_or_index(sh.hist, ha, value, sh.stage_idx[i])
+                if const_expr(ha.rank == Rank.BY_INDEX):
+                    _count_key_or_index(sh.hist, ha, value, sh.stage_idx[j], ok)
+                else:
+                    _count_key_warp(sh.hist, value, ok, ha.lo, ha.hi, ha.shift)
             else:
-                _count_entry(sh.hist, ha, value, sh.stage_idx[i], Boolean(True))
+                _count_entry(sh.hist, ha, value, sh.stage_idx[j], ok, True)
     if const_expr(src == Source.ROW):
         emit = EmitArgs(None, None, Int32(0), Int32(0), Int32(0), Int32(0), Uint32(0), Uint32(0))
         visit_row(cfg, sh, win, Action.HIST, ha, emit)
@@ -146,29 +160,55 @@ def _count_key(hist, key: Uint32, keep: Boolean, lo: Uint32, hi: Uint32, shift: 
         cute.arch.atomic_add(hist.iterator + Int32((key - lo) >> shift), Int32(1))
 
 
+@cute.jit
+def _count_key_warp(hist, key: Uint32, keep: Boolean, lo: Uint32, hi: Uint32, shift: Uint32):
+    """:func:`_count_key` called by all 32 lanes of a warp together. When every counting lane
+    falls in one bin (a crowded tie class: constant rows, floods of one value) one atomic adds
+    them all, instead of 32 atomics on one shared word that the hardware serialises."""
+    take = keep & (key >= lo) & (key <= hi)
+    b = Int32((key - lo) >> shift)
+    ballot = cute.arch.vote_ballot_sync(take)
+    if ballot != Uint32(0):
+        first = Int32(cute.arch.popc((ballot & (Uint32(0) - ballot)) - Uint32(1)))
+        b0 = warp.broadcast(b, first)
+        if cute.arch.vote_all_sync(~take | (b == b0)):
+            if cute.arch.lane_idx() == first:
+                cute.arch.atomic_add(hist.iterator + b0, Int32(cute.arch.popc(ballot)))
+        elif take:
+            cute.arch.atomic_add(hist.iterator + b, Int32(1))
+
+
 def _stages_keys(cfg) -> bool:
     """Whether the family stages order keys (True) or raw score bits (False)."""
     return getattr(cfg, "stages_keys", False)
 
 
 @cute.jit
-def _count_entry(hist, ha, bits: Uint32, pos: Int32, ok: Boolean):
+def _count_entry(hist, ha, bits: Uint32, pos: Int32, ok: Boolean, warp_wide: cutlass.Constexpr):
+    """One candidate given by its raw bits; ``warp_wide``: the whole warp calls together, and
+    key levels aggregate a crowded bin (:func:`_count_key_warp`)."""
     key = order_key(bits)
     if const_expr(ha.rank == Rank.BY_INDEX):
         _count_key(
             hist, Uint32(KEY_MAX) - Uint32(pos), ok & (key == ha.eq_key), ha.lo, ha.hi, ha.shift
         )
+    elif const_expr(warp_wide):
+        _count_key_warp(hist, key, ok, ha.lo, ha.hi, ha.shift)
     else:
         _count_key(hist, key, ok, ha.lo, ha.hi, ha.shift)
 
 
 @cute.jit
-def _count_key_or_index(hist, ha, key: Uint32, pos: Int32):
-    """One candidate given by its key (keys outside the window are 0 and never counted)."""
+def _count_key_or_index(hist, ha, key: Uint32, pos: Int32, ok=None):
+    """One candidate given by its key (keys outside the window are 0 and never counted);
+    ``ok``: whether the candidate exists (``None``: it does)."""
+    keep = Boolean(True) if const_expr(ok is None) else ok
     if const_expr(ha.rank == Rank.BY_INDEX):
-        _count_key(hist, Uint32(KEY_MAX) - Uint32(pos), key == ha.eq_key, ha.lo, ha.hi, ha.shift)
+        _count_key(
+            hist, Uint32(KEY_MAX) - Uint32(pos), keep & (key == ha.eq_key), ha.lo, ha.hi, ha.shift
+        )
     else:
-        _count_key(hist, key, Boolean(True), ha.lo, ha.hi, ha.shift)
+        _count_key(hist, key, keep, ha.lo, ha.hi, ha.shift)
 
 
 @cute.jit
@@ -198,7 +238,7 @@ def _act(
     cfg: cutlass.Constexpr, sh, action: cutlass.Constexpr, bits: Uint32, pos: Int32, ok, ha, ea
 ):
     if const_expr(action == Action.HIST):
-        _count_entry(sh.hist, ha, bits, pos, ok)
+        _count_entry(sh.hist, ha, bits, pos, ok, True)
     else:
         _emit_entry(cfg, sh.ctl, ea, bits, pos, ok)
 
@@ -226,13 +266,44 @@ def select_and_emit(
     row ``row``. Families that stage order keys (``cfg.stages_keys``) and ``Source.REGS``
     read the selected scores' value bits back through ``values_from`` (the row's
     :class:`~.layout.Window`). ``merge``: as in :func:`narrow`."""
-    tid, _, _ = cute.arch.thread_idx()
     thr, need_eq, count_thr = narrow(
         cfg, sh, win, src, Rank.BY_KEY, Goal.SELECT, k, lo, hi, Uint32(0), count, merge
     )
+    emit_rule(
+        cfg, sh, win, src, out, values, row, k, thr, need_eq, count_thr, count, merge, values_from
+    )
+
+
+@cute.jit
+def emit_rule(
+    cfg: cutlass.Constexpr,
+    sh,
+    win,
+    src: cutlass.Constexpr,
+    out,
+    values,
+    row: Int32,
+    k: Int32,
+    thr: Uint32,
+    need_eq: Int32,
+    count_thr: Int32,
+    count: Int32,
+    merge: cutlass.Constexpr = None,
+    values_from=None,
+):
+    """One emission pass over a candidate source (as :func:`select_and_emit`) writing the rule
+    "every key above ``thr``, plus ``need_eq`` keys equal to it" into all ``k`` slots of
+    output row ``row``. ``count_thr``: candidates equal to ``thr``; in the deterministic mode,
+    when ``0 < need_eq < count_thr``, a narrowing over ``KEY_MAX - index`` among them picks
+    the ``need_eq`` smallest indices first."""
+    tid, _, _ = cute.arch.thread_idx()
     idx_max = Uint32(KEY_MAX)
     if const_expr(cfg.deterministic):
         if need_eq > 0 and need_eq < count_thr:
+            # Index keys KEY_MAX - pos of window positions [0, n): the range starts there, so
+            # the first level already spreads them over the bins.
+            row_win = values_from if const_expr(src == Source.REGS) else win
+            idx_lo = Uint32(KEY_MAX) - Uint32(cutlass.max(row_win.n - 1, Int32(0)))
             thr_i, need_i, _ = narrow(
                 cfg,
                 sh,
@@ -241,7 +312,7 @@ def select_and_emit(
                 Rank.BY_INDEX,
                 Goal.SELECT,
                 need_eq,
-                Uint32(0),
+                idx_lo,
                 Uint32(KEY_MAX),
                 thr,
                 count,
@@ -336,3 +407,97 @@ def write_slot(cfg: cutlass.Constexpr, ea, slot: Int32, pos: Int32, bits):
     if const_expr(cfg.with_values):
         value = bits() if callable(bits) else bits
         store_u32(ea.values.iterator + (Int64(ea.row) * Int64(ea.k) + Int64(slot)), value)
+
+
+#: 16-byte vectors per thread in flight per step of the in-order tie scan.
+TIE_SCAN_UNROLL = 2
+
+
+@cute.jit
+def emit_ties_in_order(cfg: cutlass.Constexpr, sh, win, ea):
+    """Slots ``[ea.n_gt, ea.k)``: the ``ea.need_eq`` scores of the row with the smallest
+    positions whose key equals ``ea.thr``, by one in-order scan of the row that stops at the
+    tile where it has them (at once, on a row crowded with the key).
+
+    Order within a tile is ``(u, thread, lane)``, which is position order; each of the tile's
+    ``unroll`` steps takes its slots from a CTA-wide exclusive scan of the per-thread counts
+    (``sh.hist[0:warps]`` as scratch: the selection's histograms are done). Uses the whole
+    CTA; ends with a barrier. The kept positions are the smallest, so the deterministic mode
+    needs nothing more.
+
+    Returns the ties found (CTA-uniform): ``>= ea.need_eq`` when the slots are complete;
+    fewer means the row holds fewer ties than needed (the caller then rescues, overwriting
+    every slot).
+    """
+    tid, _, _ = cute.arch.thread_idx()
+    lane = cute.arch.lane_idx()
+    warp_id = tid // 32
+    unroll = TIE_SCAN_UNROLL
+    tile = cfg.threads * unroll
+    raw_lo, span = tie_range(ea.thr)
+    taken = Int32(0)
+    tb = Int32(0)
+    while (taken < ea.need_eq) & (tb < win.nvec):
+        regs, oks, vs = load_tile(cfg.threads, unroll, win.base, tb, win.nvec, Int32(0))
+        for u in cutlass.range_constexpr(unroll):
+            elems = []
+            for q in cutlass.range_constexpr(4):
+                pos = vs[u] * 4 + q - win.lead
+                tie = oks[u] & (pos >= 0) & is_tie(regs[u][q], raw_lo, span)
+                elems.append((regs[u][q], pos, tie))
+            taken = _take_in_order(cfg, sh, ea, elems, taken)
+        tb = tb + tile
+    found = taken
+    if taken < ea.need_eq:
+        # The 0-3 scalar tail scores follow every vector.
+        if warp_id == 0:
+            t = win.tail_start + lane
+            ok = t < win.n
+            bits = load_scalar(win.base + (win.lead + cutlass.select_(ok, t, Int32(0))))
+            tie = ok & is_tie(bits, raw_lo, span)
+            ballot = cute.arch.vote_ballot_sync(tie)
+            slot = taken + Int32(cute.arch.popc(ballot & cute.arch.lanemask_lt()))
+            if tie & (slot < ea.need_eq):
+                write_slot(cfg, ea, ea.n_gt + slot, t, bits)
+            if lane == 0:
+                sh.ctl[Ctl.BCAST] = Int32(cute.arch.popc(ballot))
+        cute.arch.barrier()
+        found = taken + sh.ctl[Ctl.BCAST]
+    # The scratch words back to zero: a rescue may histogram next.
+    if tid < cfg.threads // 32:
+        sh.hist[tid] = Int32(0)
+    cute.arch.barrier()
+    return found
+
+
+@cute.jit
+def _take_in_order(cfg: cutlass.Constexpr, sh, ea, elems, taken: Int32) -> Int32:
+    """Ordered slots for one step of :func:`emit_ties_in_order`: a CTA-wide exclusive scan of
+    the per-thread counts of ``elems`` (``(bits, pos, is_tie)`` in position order); writes
+    the ones whose slot is below ``ea.need_eq``; returns ``taken`` plus the step's count."""
+    tid, _, _ = cute.arch.thread_idx()
+    lane = cute.arch.lane_idx()
+    warp_id = tid // 32
+    warps = cfg.threads // 32
+    c = Int32(0)
+    for _bits, _pos, tie in elems:
+        c = c + cutlass.select_(tie, Int32(1), Int32(0))
+    incl = warp.inclusive_sum(c)
+    if lane == 31:
+        sh.hist[warp_id] = incl
+    cute.arch.barrier()
+    w = Int32(0)
+    if lane < warps:
+        w = sh.hist[lane]
+    w_incl = warp.inclusive_sum(w)
+    total = warp.broadcast(w_incl, Int32(warps - 1))
+    before = warp.broadcast(w_incl - w, warp_id)
+    slot = taken + before + incl - c
+    for i in cutlass.range_constexpr(len(elems)):
+        bits, pos, tie = elems[i]
+        if tie:
+            if slot < ea.need_eq:
+                write_slot(cfg, ea, ea.n_gt + slot, pos, bits)
+            slot = slot + 1
+    cute.arch.barrier()
+    return taken + total

@@ -39,7 +39,7 @@ from ..device.keys import KEY_MAX, order_key
 from ..device.layout import Ctl, Goal, Rank, RegisterRow, Source, Window
 from ..device.memory import load_scalar, load_vec4
 from ..device.ops import DEVICE_OPS
-from ..device.select import narrow, select_and_emit
+from ..device.select import emit_rule, narrow, select_and_emit
 from ..device.staging import stage_selected
 from ..device.window import row_window, write_short_row
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, RegisterConfig
@@ -199,7 +199,7 @@ class RegisterTopK:
         # ---- rung, then the keys at or above it staged (all of them counted)
         code = Int32(Path.UNSAMPLED)
         if not plan.unsampled:
-            thr = narrow(
+            thr, _, reached = narrow(
                 cfg,
                 sh,
                 win,
@@ -211,27 +211,47 @@ class RegisterTopK:
                 Uint32(KEY_MAX),
                 Uint32(0),
                 Int32(threads),
-            )[0]
+            )
+            # A crowded single key (gvr_reference.model.crowded_rung): stage the keys above
+            # it and count the keys equal to it.
+            crowded = (reached > plan.j1 * 2) & (thr < Uint32(KEY_MAX))
+            lo = thr + Uint32(cutlass.select_(crowded, 1, 0))
             stage_selected(
                 cfg.capacity,
                 sh,
-                [(keys[i], regs.pos(i, threads), keys[i] >= thr) for i in range(len(keys))],
+                [(keys[i], regs.pos(i, threads), keys[i] >= lo) for i in range(len(keys))],
                 keys_given=True,
             )
+            if crowded:
+                ties = Int32(0)
+                for i in cutlass.range_constexpr(len(keys)):
+                    ties = ties + cutlass.select_(keys[i] == thr, 1, 0)
+                ties = Int32(cute.arch.warp_redux_sync(ties, "add"))
+                if lane == 0:
+                    cute.arch.atomic_add(sh.ctl.iterator + Ctl.EQCNT, ties)
             cute.arch.barrier()
             count = sh.ctl[Ctl.CNT]
-            if count < k:
-                code = Int32(Path.RESCUE_UNDERESTIMATE)
-                self._select_registers(sh, regs, win, out, values, row, k, Uint32(1), max_key)
-            elif count > cfg.capacity:
+            eq = sh.ctl[Ctl.EQCNT]
+            if count > cfg.capacity:
                 code = Int32(Path.RESCUE_OVERFLOW)
-                self._select_registers(sh, regs, win, out, values, row, k, thr, max_key)
-            else:
+                self._select_registers(sh, regs, win, out, values, row, k, lo, max_key)
+            elif count >= k:
                 code = Int32(Path.FIRST)
                 select_and_emit(
-                    cfg, sh, win, Source.STAGE, out, values, row, k, thr, max_key, count,
+                    cfg, sh, win, Source.STAGE, out, values, row, k, lo, max_key, count,
                     values_from=win,
                 )  # fmt: skip
+            elif count + eq >= k:
+                # Crowded: every key above the rung, then k - count keys equal to it; the
+                # rule is known, so one emission pass over the registers writes it.
+                code = Int32(Path.TIE)
+                emit_rule(
+                    cfg, sh, regs, Source.REGS, out, values, row, k, thr, k - count, eq,
+                    Int32(0), values_from=win,
+                )  # fmt: skip
+            else:
+                code = Int32(Path.RESCUE_UNDERESTIMATE)
+                self._select_registers(sh, regs, win, out, values, row, k, Uint32(1), max_key)
         else:
             self._select_registers(sh, regs, win, out, values, row, k, Uint32(1), max_key)
         self._record(paths, row, code)

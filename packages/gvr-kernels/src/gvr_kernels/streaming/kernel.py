@@ -17,6 +17,10 @@ Per row (algorithm and invariants in ``docs/kernels.md``; CPU model in
 6. **Fallbacks.** Too few survivors: a lower rung and a second pass (one CTA per row), then an
    exact radix selection over the whole row. Too many: the whole-row selection, restricted to
    keys at or above the rung.
+7. **Crowded rung** (the sample narrowing ended on one key holding a crowd of the sample): the
+   pass stages the keys *above* it; with fewer than ``k`` of them, they and the first
+   ``k - count`` keys equal to the rung (an in-order scan of the row that stops once it has
+   them) are the answer (``Path.TIE``); no tie class is ever staged.
 
 With ``split``, a row is cut into ``parts`` contiguous chunks, one CTA each. Every CTA computes
 the same sample and rung, streams its chunk, and appends its survivors to the row's slab in a
@@ -44,11 +48,11 @@ from gvr_reference.model import Path
 
 from ..device import shared
 from ..device.keys import KEY_MAX, order_key, stream_threshold, survives
-from ..device.layout import Ctl, Goal, Rank, Source, Window
+from ..device.layout import Ctl, EmitArgs, Goal, Rank, Source, Window
 from ..device.memory import load_coherent, load_scalar, prefetch_l2
 from ..device.ops import DEVICE_OPS
 from ..device.sampling import load_sample
-from ..device.select import narrow, select_and_emit
+from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
 from ..device.staging import stage_selected
 from ..device.tiles import load_tile
 from ..device.window import row_window, write_short_row
@@ -187,7 +191,7 @@ class StreamingTopK:
             code = Int32(Path.FIRST)
             load_sample(cfg.threads, cfg.sample_max, sh.sample, base, lead, plan)
             cute.arch.barrier()
-            thr_key, _, _ = narrow(
+            thr_key, _, reached = narrow(
                 cfg,
                 sh,
                 win,
@@ -200,9 +204,17 @@ class StreamingTopK:
                 Uint32(0),
                 n_sample,
             )
+            # A crowded single key (gvr_reference.model.crowded_rung): stage the keys above
+            # it, count the keys equal to it. ``code == TIE`` marks a crowded rung until the
+            # row's path is known.
+            if (reached > plan.j1 * 2) & (thr_key < Uint32(KEY_MAX)):
+                code = Int32(Path.TIE)
 
-        # ---- 4. stream
-        count = self._stream(sh, base, lead, v_begin, v_end, own_tail, plan.tail_start, n, thr_key)
+        # ---- 4. stream (a crowded rung: the keys above it)
+        crowd = Uint32(cutlass.select_(code == Int32(Path.TIE), 1, 0))
+        count = self._stream(
+            sh, base, lead, v_begin, v_end, own_tail, plan.tail_start, n, thr_key + crowd
+        )
 
         finish = Boolean(True)
         if const_expr(cfg.split):
@@ -244,20 +256,39 @@ class StreamingTopK:
                             n,
                             thr_key,
                         )
-            if count < k:
-                code = Int32(Path.RESCUE_UNDERESTIMATE)
-                thr_key = Uint32(0)
-            if count > cfg.capacity:
-                code = Int32(Path.RESCUE_OVERFLOW)
-            if code >= Int32(Path.RESCUE_UNDERESTIMATE):
-                select_and_emit(
-                    cfg, sh, win, Source.ROW, out, values, row, k, thr_key, Uint32(KEY_MAX), count
-                )
-            else:
-                max_key = Uint32(sh.ctl[Ctl.MAXKEY])
-                select_and_emit(
-                    cfg, sh, win, Source.STAGE, out, values, row, k, thr_key, max_key, count
-                )
+            crowded = code == Int32(Path.TIE)
+            if crowded:
+                code = Int32(Path.FIRST)
+            # Lowest key of the selection ranges: a crowded pass staged the keys above the rung.
+            lo_sel = thr_key + Uint32(cutlass.select_(crowded, 1, 0))
+            if crowded & (count < k):
+                # Every staged key is above the rung; the k - count first keys equal to it
+                # complete the answer (gvr_reference.model.Path.TIE), if the row has them.
+                need_eq = k - count
+                emit_rule(
+                    cfg, sh, win, Source.STAGE, out, values, row, k, thr_key, need_eq, Int32(0),
+                    count,
+                )  # fmt: skip
+                ea = EmitArgs(out, values, row, k, count, need_eq, thr_key, Uint32(KEY_MAX))
+                code = Int32(Path.TIE)
+                if emit_ties_in_order(cfg, sh, win, ea) < need_eq:
+                    code = Int32(Path.RESCUE_UNDERESTIMATE)
+            if code != Int32(Path.TIE):
+                if count < k:
+                    code = Int32(Path.RESCUE_UNDERESTIMATE)
+                    lo_sel = Uint32(0)
+                if count > cfg.capacity:
+                    code = Int32(Path.RESCUE_OVERFLOW)
+                if code >= Int32(Path.RESCUE_UNDERESTIMATE):
+                    select_and_emit(
+                        cfg, sh, win, Source.ROW, out, values, row, k, lo_sel, Uint32(KEY_MAX),
+                        count,
+                    )  # fmt: skip
+                else:
+                    max_key = Uint32(sh.ctl[Ctl.MAXKEY])
+                    select_and_emit(
+                        cfg, sh, win, Source.STAGE, out, values, row, k, lo_sel, max_key, count
+                    )
             self._record(paths, row, code)
 
     @cute.jit
