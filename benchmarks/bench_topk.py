@@ -23,8 +23,9 @@ width), with ``max_seq_len`` the arena width as engines pass it (``ragged_length
 The ``tail`` set: the tie-heavy and narrow-range families of ``gvr_reference.workloads``
 (``TAIL_FAMILIES``: constant, two-valued, all equal but a few, all ``-inf`` but fewer than K
 finite, within 4 ulps, more than K ``+inf``, 16 levels) beside gaussian rows of the same
-shapes (n 131,072 and 262,144, b 1 and 32, every K) in the same run; the summary's
-``tail_vs_gaussian`` gives each family's time over the gaussian time of its shape.
+shapes (n 131,072 and 262,144, b 1 and 32, every K) in the same run; ``tail-graph`` is the
+same cells as CUDA-graph replays. The summary's ``tail_vs_gaussian`` gives each family's time
+over the gaussian time of its shape.
 
 Timings: cold L2 (a buffer twice the L2 size is rewritten before every repetition), CUDA
 events around the call, median / p10 / p90 of ``--reps`` repetitions; the ``graph`` set times
@@ -79,7 +80,8 @@ import torch
 from gvr_reference.workloads import TAIL_FAMILIES
 
 SETS = (
-    "decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "tail", "ragged", "host"
+    "decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "tail", "tail-graph",
+    "ragged", "host",
 )  # fmt: skip
 PROVIDERS = (
     "gvr",
@@ -717,13 +719,13 @@ def build_cases(set_name: str, g, args):
                 for n in (131072, 262144):
                     for b in (1, 32):
                         yield decode_case("adversarial", k, b, n, g, family=fam)
-    elif set_name == "tail":
+    elif set_name in ("tail", "tail-graph"):
         # The tie-heavy and narrow-range families beside gaussian rows of the same shapes.
         for k in GRID_K:
             for fam in ("gaussian",) + TAIL_FAMILIES:
                 for n in (131072, 262144):
                     for b in (1, 32):
-                        yield decode_case("tail", k, b, n, g, family=fam)
+                        yield decode_case(set_name, k, b, n, g, family=fam)
     elif set_name == "ragged":
         for k in (512, 2048):
             for width in RAGGED_WIDTHS:
@@ -737,7 +739,7 @@ def bytes_read(case: Case) -> int:
 
 
 def case_timing(case: Case) -> str:
-    return {"graph": "graph", "host": "host"}.get(case.set, "eager")
+    return {"graph": "graph", "tail-graph": "graph", "host": "host"}.get(case.set, "eager")
 
 
 def _short(exc: BaseException) -> str:
@@ -1113,7 +1115,8 @@ def speedup_headline(provider: str, block: dict) -> str:
 
 
 SUMMARY_SETS = (
-    "decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "tail", "ragged"
+    "decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "tail", "tail-graph",
+    "ragged",
 )  # fmt: skip
 
 
@@ -1227,7 +1230,8 @@ def tail_vs_gaussian(recs) -> dict:
     for timing in ("eager", "graph"):
         sel = [
             r for r in recs
-            if r["set"] == "tail" and r["timing"] == timing and r["provider"] == "gvr"
+            if r["set"] in ("tail", "tail-graph") and r["timing"] == timing
+            and r["provider"] == "gvr"
             and r.get("median_us")
         ]  # fmt: skip
         gauss = {

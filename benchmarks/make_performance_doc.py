@@ -294,6 +294,7 @@ def render(results: list[tuple[str, dict]], notes: str = "", doc_dir=None) -> st
             ("real", "Real indexer rows", ["family"]),
             ("adversarial", "Adversarial families", ["family"]),
             ("tail", "Tie-heavy tail beside gaussian rows of the same shapes", ["family"]),
+            ("tail-graph", "Tie-heavy tail, CUDA-graph replay", ["family"]),
             ("host", "Host time per eager call (us, back-to-back launches)", []),
         ):
             set_recs = [r for r in recs if r["set"] == set_name]
