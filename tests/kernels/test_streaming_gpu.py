@@ -213,7 +213,7 @@ def test_forced_paths_match_the_model(kp, split):
                 50.0 + np.arange(route.ladder.capacity + 5, dtype=np.float32) / 1024
             )
         elif kind == 7:  # a crowd seen by the sample that the row barely holds: the tie scan
-            # finds fewer than k ties and the row is rescued
+            # finds fewer than k ties (then the retry rung, or the rescue for split rows)
             x[r, pos[: 3 * plan.j1]] = 7.0
         elif kind == 8:  # a crowd at the rung with k or more keys above it
             x[r, g.random(n) < 0.3] = 7.0
@@ -242,7 +242,9 @@ def test_forced_paths_match_the_model(kp, split):
     } | (set() if split else {Path.RETRY})
     assert expected <= {Path(int(v)) for v in want}
     traces = [simulate_row(x[r, : kv[r]], k, mcfg) for r in range(b)]
-    assert any(t.crowded and t.path == Path.RESCUE_UNDERESTIMATE for t in traces)
+    # a crowded rung whose tie scan finds too few continues as an underestimate
+    after_scan = Path.RESCUE_UNDERESTIMATE if split else Path.RETRY
+    assert any(t.crowded and t.path == after_scan for t in traces)
     assert any(t.crowded and t.path == Path.FIRST for t in traces)
     report = validate.check_topk(x, windows, k, out.cpu().numpy())
     assert report.ok, report.summary()

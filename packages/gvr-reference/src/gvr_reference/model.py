@@ -21,14 +21,13 @@ Paths (``Path``), in the order the kernel tries them:
     single-CTA rows only: ``count(T1) < k``; the retry rung ``T2`` (sample rank ``j2``, lower
     than ``T1``) leaves ``k <= count <= capacity`` survivors after a second pass.
 ``TIE``
-    the sample shows the first rung's key as a crowded single-key class (the narrowing ended
-    on one key holding more than ``2 j1`` sample keys), so the pass stages only the keys
-    *above* ``T1`` and counts the keys equal to it; fewer than ``k`` lie above it and at least
-    ``k`` at or above it, so the answer is every staged key plus the ``k - count1`` first
-    (smallest-index) keys equal to ``T1``, found by an in-order scan that stops once it has
-    them. A crowded row with ``count1 >= k`` takes ``FIRST`` (or ``RESCUE_OVERFLOW``) among the
-    keys above ``T1``; one whose scan finds too few ties takes ``RESCUE_UNDERESTIMATE``
-    (no retry rung).
+    the first rung is a crowded single key (:func:`crowded_rung`: the narrowing ended on one
+    key that at least two sample keys share), so the pass stages only the keys *above* ``T1``;
+    fewer than ``k`` lie above it and at least ``k`` at or above it, so the answer is every
+    staged key plus the ``k - count1`` first (smallest-index) keys equal to ``T1``, found by an
+    in-order scan that stops once it has them. A crowded row with ``count1 >= k`` takes
+    ``FIRST`` (or ``RESCUE_OVERFLOW``) among the keys above ``T1``; one whose scan finds too
+    few ties continues as an underestimate (the retry rung on one CTA, else the rescue).
 ``RESCUE_UNDERESTIMATE``
     no rung reached ``k`` survivors: exact radix selection over the whole row.
 ``RESCUE_OVERFLOW``
@@ -59,6 +58,7 @@ __all__ = [
     "bitlen",
     "narrow_threshold",
     "crowded_rung",
+    "rung_with_ties",
     "select_rule",
     "simulate_row",
     "simulate_windows",
@@ -167,6 +167,13 @@ def narrow_threshold(keys: np.ndarray, j: int, lo: int = 0) -> tuple[int, int]:
     Returns:
         ``(T, count)`` with ``count = #(keys >= T)``.
     """
+    t, reached, _ = rung_with_ties(keys, j, lo)
+    return t, reached
+
+
+def rung_with_ties(keys: np.ndarray, j: int, lo: int = 0) -> tuple[int, int, int]:
+    """:func:`narrow_threshold` plus the sample keys equal to ``T`` when the narrowing ended
+    on a single-key bin (``0`` when it stopped on a wider bin): ``(T, count, ties)``."""
     hi, above = 0xFFFFFFFF, 0
     while True:
         shift, hist = _level(keys, lo, hi)
@@ -174,25 +181,23 @@ def narrow_threshold(keys: np.ndarray, j: int, lo: int = 0) -> tuple[int, int]:
         lo_b, hi_b = _bin_range(lo, hi, b, shift)
         reached = above + above_b + int(hist[b])
         if shift == 0 or reached <= 2 * j:
-            return lo_b, reached
+            return lo_b, reached, int(hist[b]) if shift == 0 else 0
         above += above_b
         lo, hi = lo_b, hi_b
 
 
-def crowded_rung(t: int, reached: int, j: int) -> bool:
-    """Whether a rung from :func:`narrow_threshold` is a crowded single key.
+def crowded_rung(t: int, ties: int) -> bool:
+    """Whether a rung from :func:`rung_with_ties` is a crowded single key.
 
-    The narrowing stops early once a bin holds at most ``2 j`` sample keys at or above its
-    lower edge; it reaches a single key with more than that only when one key holds a crowd of
-    the sample. Such a rung is the row's likely K-th value with a tie class that would swamp
-    the staging, so the kernels stage the keys above it and count the keys equal to it. The
-    NaN key (``0xFFFFFFFF``, nothing above it) keeps the ordinary pass.
+    The narrowing ended on one key ``t`` that at least two sample keys share: the row likely
+    holds a tie class at ``t`` (about ``ties * n / s`` scores), so the kernels stage the keys
+    above it and complete the answer from its ties when fewer than ``k`` lie above. The NaN
+    key (``0xFFFFFFFF``, nothing above it) keeps the ordinary pass.
 
     Args:
-        t, reached: the rung and its sample count from :func:`narrow_threshold`.
-        j: the rung's target sample rank.
+        t, ties: the rung and its sample ties from :func:`rung_with_ties`.
     """
-    return reached > 2 * j and t < 0xFFFFFFFF
+    return ties >= 2 and t < 0xFFFFFFFF
 
 
 def select_rule(keys: np.ndarray, k: int, lo: int = 0, hi: int = 0xFFFFFFFF) -> tuple[int, int]:
@@ -254,8 +259,8 @@ def simulate_row(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) ->
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=0, count1=n)
     sample = _sample_keys(keys, plan, lead)
-    t1, reached = narrow_threshold(sample, plan.j1)
-    crowded = crowded_rung(t1, reached, plan.j1)
+    t1, _, ties = rung_with_ties(sample, plan.j1)
+    crowded = crowded_rung(t1, ties)
     eq1 = int(np.count_nonzero(keys == t1)) if crowded else 0
     count1 = int(np.count_nonzero(keys > t1 if crowded else keys >= t1))
     common = dict(n=n, t1=t1, count1=count1, sample_size=int(sample.size), j1=plan.j1, j2=plan.j2)
@@ -266,9 +271,7 @@ def simulate_row(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) ->
         return RowTrace(Path.FIRST, **common)
     if count1 + eq1 >= k:
         return RowTrace(Path.TIE, **common)
-    if crowded:
-        # the in-order tie scan found too few: the whole-row selection, no retry rung
-        return RowTrace(Path.RESCUE_UNDERESTIMATE, **common)
+    # (a crowded rung whose tie scan found too few continues as an underestimate)
     if cfg.parts > 1:
         return RowTrace(Path.RESCUE_UNDERESTIMATE, **common)
     t2, _ = narrow_threshold(sample, plan.j2)

@@ -19,7 +19,7 @@ exactly once and never stages survivors. Per row:
    Each gives the exact rule "keys above ``thr`` plus ``need_eq`` keys equal to it", then one
    emission pass over the same candidates.
 5. **Crowded rung** (:func:`gvr_reference.model.crowded_rung`: the sample narrowing ended on
-   one key holding more than ``2 j1`` sample keys): the staging takes the keys *above* ``T``
+   one key that at least two sample keys share): the staging takes the keys *above* ``T``
    and the keys equal to ``T`` are counted. With ``count < k <= count + eq`` (``TIE``) the
    rule is known without any narrowing (``thr = T``, ``need_eq = k - count``) and one
    emission pass over the registers writes it; otherwise the paths above, over the keys
@@ -46,7 +46,7 @@ import numpy as np
 
 from .keys import order_key
 from .ladder import PY_OPS
-from .model import Path, RowTrace, crowded_rung, narrow_threshold
+from .model import Path, RowTrace, crowded_rung, rung_with_ties
 
 __all__ = [
     "RegisterParams",
@@ -154,8 +154,8 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
     plan = register_plan(n, k, int(pos.size), p.aim_mult)
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=1, count1=n)
-    t1, reached = narrow_threshold(keys[pos], plan.j1, lo=1)
-    crowded = crowded_rung(t1, reached, plan.j1)
+    t1, _, ties = rung_with_ties(keys[pos], plan.j1, lo=1)
+    crowded = crowded_rung(t1, ties)
     eq1 = int(np.count_nonzero(keys == t1)) if crowded else 0
     count1 = int(np.count_nonzero(keys > t1 if crowded else keys >= t1))
     if count1 > p.capacity:

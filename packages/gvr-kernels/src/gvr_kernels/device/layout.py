@@ -71,6 +71,7 @@ class Action:
 
     HIST = 0  # count a radix level
     EMIT = 1  # emit the selection
+    HIST_WARP = 2  # count a radix level, whole warps together (a crowded bin: one atomic)
 
 
 @functools.cache

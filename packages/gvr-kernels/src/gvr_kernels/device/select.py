@@ -45,10 +45,10 @@ def narrow(
 ):
     """Radix narrowing over a candidate source, 8 key bits per level.
 
-    ``goal=Goal.RUNG``: returns ``(T, 0, reached)``: a rung ``T`` with
+    ``goal=Goal.RUNG``: returns ``(T, ties, reached)``: a rung ``T`` with
     ``target <= #(keys >= T) = reached <= 2 * target`` (or a single-key bin, then ``reached``
-    may be larger: a crowded key, ``gvr_reference.model.crowded_rung``), as
-    ``gvr_reference.model.narrow_threshold``.
+    may be larger), and ``ties`` the keys equal to ``T`` when the last bin was a single key
+    (else 0), as ``gvr_reference.model.rung_with_ties``.
     ``goal=Goal.SELECT``: returns ``(thr, need_eq, count_thr)``: the top-``target`` candidates
     are the keys above ``thr`` plus ``need_eq`` keys equal to it (``count_thr`` of them exist
     when the last level was a single key), as ``gvr_reference.model.select_rule``.
@@ -71,9 +71,18 @@ def narrow(
     thr = Uint32(0)
     need_eq = Int32(0)
     count_thr = Int32(0)
+    # Whether this level's candidates may crowd one bin (the last crossing bin held at least
+    # two per thread): then a bin shared by a warp is counted with one atomic.
+    crowd = Boolean(False)
     while not done:
         shift = radix.level_shift(lo, hi)
-        _histogram(cfg, sh, win, src, HistArgs(rank, lo, hi, shift, eq_key), count)
+        ha = HistArgs(rank, lo, hi, shift, eq_key)
+        if const_expr(src == Source.SAMPLE or rank == Rank.BY_INDEX):
+            _histogram(cfg, sh, win, src, ha, count, src == Source.SAMPLE)
+        elif crowd:
+            _histogram(cfg, sh, win, src, ha, count, True)
+        else:
+            _histogram(cfg, sh, win, src, ha, count, False)
         cute.arch.barrier()
         if const_expr(merge is not None):
             merge(sh.hist)
@@ -90,6 +99,7 @@ def narrow(
         b = Uint32(sh.ctl[Ctl.B])
         ab = sh.ctl[Ctl.ABOVE]
         hb = sh.ctl[Ctl.COUNT_B]
+        crowd = hb >= cfg.threads * 2
         lo_b = lo + (b << shift)
         top_bin = (hi - lo) >> shift
         hi_b = Uint32(cutlass.select_(b == top_bin, hi, lo_b + ((Uint32(1) << shift) - Uint32(1))))
@@ -98,6 +108,7 @@ def narrow(
             if shift == Uint32(0) or reached <= target * 2:
                 thr = lo_b
                 count_thr = reached
+                need_eq = cutlass.select_(shift == Uint32(0), hb, Int32(0))
                 done = Boolean(True)
             else:
                 above = above + ab
@@ -121,37 +132,55 @@ def narrow(
 
 
 @cute.jit
-def _histogram(cfg: cutlass.Constexpr, sh, win, src: cutlass.Constexpr, ha, count: Int32):
-    """One radix level's histogram of the candidates with key in ``[ha.lo, ha.hi]``."""
+def _histogram(
+    cfg: cutlass.Constexpr,
+    sh,
+    win,
+    src: cutlass.Constexpr,
+    ha,
+    count: Int32,
+    aggregate: cutlass.Constexpr,
+):
+    """One radix level's histogram of the candidates with key in ``[ha.lo, ha.hi]``.
+
+    ``aggregate``: whole warps count together and a bin shared by a warp takes one atomic
+    (:func:`_count_key_warp`), for levels whose candidates may crowd one bin (a tie class);
+    otherwise each candidate takes its own atomic, which is cheaper when bins are spread."""
     tid, _, _ = cute.arch.thread_idx()
     if const_expr(src == Source.SAMPLE):
-        # Warp-uniform trip count: the whole warp counts together (see _count_key_warp).
+        # Warp-uniform trip count: the whole warp counts together.
         for ib in cutlass.range(0, count, cfg.threads):
             i = ib + tid
             ok = i < count
             key = sh.sample[cutlass.select_(ok, i, Int32(0))]
             _count_key_warp(sh.hist, key, ok, ha.lo, ha.hi, ha.shift)
-    if const_expr(src == Source.STAGE):
-        # Warp-uniform trip count, so a staged tie class is counted one atomic per warp.
+    if const_expr(src == Source.STAGE and aggregate):
         for ib in cutlass.range(0, count, cfg.threads):
             i = ib + tid
             ok = i < count
             j = cutlass.select_(ok, i, Int32(0))
             value = sh.stage_bits[j]
             if const_expr(_stages_keys(cfg)):
-                if const_expr(ha.rank == Rank.BY_INDEX):
-                    _count_key_or_index(sh.hist, ha, value, sh.stage_idx[j], ok)
-                else:
-                    _count_key_warp(sh.hist, value, ok, ha.lo, ha.hi, ha.shift)
+                _count_key_warp(sh.hist, value, ok, ha.lo, ha.hi, ha.shift)
             else:
                 _count_entry(sh.hist, ha, value, sh.stage_idx[j], ok, True)
+    if const_expr(src == Source.STAGE and not aggregate):
+        for i in cutlass.range(tid, count, cfg.threads):
+            value = sh.stage_bits[i]
+            if const_expr(_stages_keys(cfg)):
+                _count_key_or_index(sh.hist, ha, value, sh.stage_idx[i])
+            else:
+                _count_entry(sh.hist, ha, value, sh.stage_idx[i], Boolean(True), False)
     if const_expr(src == Source.ROW):
         emit = EmitArgs(None, None, Int32(0), Int32(0), Int32(0), Int32(0), Uint32(0), Uint32(0))
-        visit_row(cfg, sh, win, Action.HIST, ha, emit)
+        visit_row(cfg, sh, win, Action.HIST_WARP if aggregate else Action.HIST, ha, emit)
     if const_expr(src == Source.REGS):
         regs = win
         for i in cutlass.range_constexpr(len(regs.keys)):
-            _count_key_or_index(sh.hist, ha, regs.keys[i], regs.pos(i, cfg.threads))
+            if const_expr(aggregate):
+                _count_key_warp(sh.hist, regs.keys[i], Boolean(True), ha.lo, ha.hi, ha.shift)
+            else:
+                _count_key_or_index(sh.hist, ha, regs.keys[i], regs.pos(i, cfg.threads))
 
 
 @cute.jit
@@ -199,16 +228,12 @@ def _count_entry(hist, ha, bits: Uint32, pos: Int32, ok: Boolean, warp_wide: cut
 
 
 @cute.jit
-def _count_key_or_index(hist, ha, key: Uint32, pos: Int32, ok=None):
-    """One candidate given by its key (keys outside the window are 0 and never counted);
-    ``ok``: whether the candidate exists (``None``: it does)."""
-    keep = Boolean(True) if const_expr(ok is None) else ok
+def _count_key_or_index(hist, ha, key: Uint32, pos: Int32):
+    """One candidate given by its key (keys outside the window are 0 and never counted)."""
     if const_expr(ha.rank == Rank.BY_INDEX):
-        _count_key(
-            hist, Uint32(KEY_MAX) - Uint32(pos), keep & (key == ha.eq_key), ha.lo, ha.hi, ha.shift
-        )
+        _count_key(hist, Uint32(KEY_MAX) - Uint32(pos), key == ha.eq_key, ha.lo, ha.hi, ha.shift)
     else:
-        _count_key(hist, key, keep, ha.lo, ha.hi, ha.shift)
+        _count_key(hist, key, Boolean(True), ha.lo, ha.hi, ha.shift)
 
 
 @cute.jit
@@ -238,6 +263,8 @@ def _act(
     cfg: cutlass.Constexpr, sh, action: cutlass.Constexpr, bits: Uint32, pos: Int32, ok, ha, ea
 ):
     if const_expr(action == Action.HIST):
+        _count_entry(sh.hist, ha, bits, pos, ok, False)
+    elif const_expr(action == Action.HIST_WARP):
         _count_entry(sh.hist, ha, bits, pos, ok, True)
     else:
         _emit_entry(cfg, sh.ctl, ea, bits, pos, ok)

@@ -199,7 +199,7 @@ class RegisterTopK:
         # ---- rung, then the keys at or above it staged (all of them counted)
         code = Int32(Path.UNSAMPLED)
         if not plan.unsampled:
-            thr, _, reached = narrow(
+            thr, ties, _ = narrow(
                 cfg,
                 sh,
                 win,
@@ -214,7 +214,7 @@ class RegisterTopK:
             )
             # A crowded single key (gvr_reference.model.crowded_rung): stage the keys above
             # it and count the keys equal to it.
-            crowded = (reached > plan.j1 * 2) & (thr < Uint32(KEY_MAX))
+            crowded = (ties >= 2) & (thr < Uint32(KEY_MAX))
             lo = thr + Uint32(cutlass.select_(crowded, 1, 0))
             stage_selected(
                 cfg.capacity,
@@ -223,12 +223,12 @@ class RegisterTopK:
                 keys_given=True,
             )
             if crowded:
-                ties = Int32(0)
+                mine = Int32(0)
                 for i in cutlass.range_constexpr(len(keys)):
-                    ties = ties + cutlass.select_(keys[i] == thr, 1, 0)
-                ties = Int32(cute.arch.warp_redux_sync(ties, "add"))
+                    mine = mine + cutlass.select_(keys[i] == thr, 1, 0)
+                mine = Int32(cute.arch.warp_redux_sync(mine, "add"))
                 if lane == 0:
-                    cute.arch.atomic_add(sh.ctl.iterator + Ctl.EQCNT, ties)
+                    cute.arch.atomic_add(sh.ctl.iterator + Ctl.EQCNT, mine)
             cute.arch.barrier()
             count = sh.ctl[Ctl.CNT]
             eq = sh.ctl[Ctl.EQCNT]

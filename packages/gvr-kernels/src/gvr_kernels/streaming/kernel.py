@@ -191,7 +191,7 @@ class StreamingTopK:
             code = Int32(Path.FIRST)
             load_sample(cfg.threads, cfg.sample_max, sh.sample, base, lead, plan)
             cute.arch.barrier()
-            thr_key, _, reached = narrow(
+            thr_key, ties, _ = narrow(
                 cfg,
                 sh,
                 win,
@@ -207,7 +207,7 @@ class StreamingTopK:
             # A crowded single key (gvr_reference.model.crowded_rung): stage the keys above
             # it, count the keys equal to it. ``code == TIE`` marks a crowded rung until the
             # row's path is known.
-            if (reached > plan.j1 * 2) & (thr_key < Uint32(KEY_MAX)):
+            if (ties >= 2) & (thr_key < Uint32(KEY_MAX)):
                 code = Int32(Path.TIE)
 
         # ---- 4. stream (a crowded rung: the keys above it)
@@ -221,41 +221,6 @@ class StreamingTopK:
             count, finish = self._split_meet(sh, workspace, row, parts, count, k)
 
         if finish:
-            # ---- 6. fallbacks (single CTA per row: one retry rung)
-            if const_expr(not cfg.split):
-                if count < k and code == Int32(Path.FIRST):
-                    thr2, _, _ = narrow(
-                        cfg,
-                        sh,
-                        win,
-                        Source.SAMPLE,
-                        Rank.BY_KEY,
-                        Goal.RUNG,
-                        plan.j2,
-                        Uint32(0),
-                        Uint32(KEY_MAX),
-                        Uint32(0),
-                        n_sample,
-                    )
-                    if thr2 < thr_key:
-                        thr_key = thr2
-                        code = Int32(Path.RETRY)
-                        cute.arch.barrier()
-                        if tid == 0:
-                            sh.ctl[Ctl.CNT] = Int32(0)
-                            sh.ctl[Ctl.MAXKEY] = Int32(0)
-                        cute.arch.barrier()
-                        count = self._stream(
-                            sh,
-                            base,
-                            lead,
-                            Int32(0),
-                            nvec,
-                            Boolean(True),
-                            plan.tail_start,
-                            n,
-                            thr_key,
-                        )
             crowded = code == Int32(Path.TIE)
             if crowded:
                 code = Int32(Path.FIRST)
@@ -270,10 +235,45 @@ class StreamingTopK:
                     count,
                 )  # fmt: skip
                 ea = EmitArgs(out, values, row, k, count, need_eq, thr_key, Uint32(KEY_MAX))
-                code = Int32(Path.TIE)
-                if emit_ties_in_order(cfg, sh, win, ea) < need_eq:
-                    code = Int32(Path.RESCUE_UNDERESTIMATE)
+                if emit_ties_in_order(cfg, sh, win, ea) >= need_eq:
+                    code = Int32(Path.TIE)
             if code != Int32(Path.TIE):
+                # ---- 6. fallbacks (single CTA per row: one retry rung)
+                if const_expr(not cfg.split):
+                    if count < k and code == Int32(Path.FIRST):
+                        thr2, _, _ = narrow(
+                            cfg,
+                            sh,
+                            win,
+                            Source.SAMPLE,
+                            Rank.BY_KEY,
+                            Goal.RUNG,
+                            plan.j2,
+                            Uint32(0),
+                            Uint32(KEY_MAX),
+                            Uint32(0),
+                            n_sample,
+                        )
+                        if thr2 < thr_key:
+                            thr_key = thr2
+                            lo_sel = thr2
+                            code = Int32(Path.RETRY)
+                            cute.arch.barrier()
+                            if tid == 0:
+                                sh.ctl[Ctl.CNT] = Int32(0)
+                                sh.ctl[Ctl.MAXKEY] = Int32(0)
+                            cute.arch.barrier()
+                            count = self._stream(
+                                sh,
+                                base,
+                                lead,
+                                Int32(0),
+                                nvec,
+                                Boolean(True),
+                                plan.tail_start,
+                                n,
+                                thr_key,
+                            )
                 if count < k:
                     code = Int32(Path.RESCUE_UNDERESTIMATE)
                     lo_sel = Uint32(0)
