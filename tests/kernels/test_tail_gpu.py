@@ -65,7 +65,7 @@ def run_and_check(kp, batch, mode, a, b, k, det, values):
     """One launch recording paths (checked against the model), one with ``values``/``det``;
     both answers checked by the oracle."""
     rows, width = batch.logits.shape
-    route = route_static(kp.spec, rows=rows, n_env=width, k=k)
+    route = route_static(kp.spec, rows=rows, n_env=width, k=k, mode=mode)
     _, logits = to_device(batch)
     out, _, paths, _ = kp.launch(mode, logits, a, b, k, paths=True)
     helpers.check(ROWS_CHECKED, batch, out)

@@ -253,7 +253,8 @@ class KernelProvider:
         """Run the routed kernel; returns ``(out, values|None, paths|None, route)``.
         Outputs start poisoned (0x7FFFFFFF / 7.0 / -7) so unwritten slots are caught.
         ``route``: a :class:`gvr_kernels.routing.Route` to force (its configuration's call
-        mode and flags are replaced by the arguments)."""
+        mode and flags are replaced by the arguments); by default the call is routed as the
+        dispatcher routes it, by its mode and flags."""
         from dataclasses import replace
 
         from .abi import KernelArgs
@@ -262,7 +263,17 @@ class KernelProvider:
         torch = self.torch
         rows = logits.shape[0]
         if route is None:
-            route = route_static(self.spec, rows=rows, n_env=n_env or logits.shape[1], k=k)
+            # Routed with the call's mode and flags: the router picks by them (some variants
+            # of a core spill and are routed elsewhere).
+            route = route_static(
+                self.spec,
+                rows=rows,
+                n_env=n_env or logits.shape[1],
+                k=k,
+                mode=mode,
+                with_values=values,
+                deterministic=det,
+            )
         cfg = replace(
             route.config, mode=mode, with_values=values, deterministic=det, record_paths=paths
         )
