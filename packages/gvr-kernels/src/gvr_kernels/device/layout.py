@@ -41,6 +41,9 @@ class Ctl:
     TOTAL = 8  # split: survivors of the whole row
     MAXKEY = 9  # largest staged key (atomic max through the Uint32 view)
     EQCNT = 10  # register family, crowded rung: keys equal to the rung
+    CODE = 11  # streaming: the row's path code so far, kept here across the streaming pass
+    THR = 12  # streaming: the rung, kept here across the streaming pass (Uint32 bits)
+    N = 13  # streaming: the row length, kept here across the streaming pass
 
 
 class Source:

@@ -437,7 +437,7 @@ def write_slot(cfg: cutlass.Constexpr, ea, slot: Int32, pos: Int32, bits):
 
 
 #: 16-byte vectors per thread in flight per step of the in-order tie scan.
-TIE_SCAN_UNROLL = 2
+TIE_SCAN_UNROLL = 1
 
 
 @cute.jit

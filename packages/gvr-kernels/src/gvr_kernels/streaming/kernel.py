@@ -210,11 +210,26 @@ class StreamingTopK:
             if (ties >= 2) & (thr_key < Uint32(KEY_MAX)):
                 code = Int32(Path.TIE)
 
-        # ---- 4. stream (a crowded rung: the keys above it)
+        # ---- 4. stream (a crowded rung: the keys above it). The path code and the rung wait
+        # in shared memory: the pass is where registers are scarcest.
         crowd = Uint32(cutlass.select_(code == Int32(Path.TIE), 1, 0))
+        if tid == 0:
+            sh.ctl[Ctl.CODE] = code
+            sh.ctl[Ctl.THR] = Int32(thr_key)
+            sh.ctl[Ctl.N] = n
         count = self._stream(
             sh, base, lead, v_begin, v_end, own_tail, plan.tail_start, n, thr_key + crowd
         )
+        code = sh.ctl[Ctl.CODE]
+        thr_key = Uint32(sh.ctl[Ctl.THR])
+        n = sh.ctl[Ctl.N]
+        plan = row_plan(n, k, lead, self.params, DEVICE_OPS)
+        nvec = plan.nvec
+        n_sample = plan.sample_vecs * 4
+        win = Window(base, lead, nvec, plan.tail_start, n)
+        if const_expr(cfg.split):
+            bid, _, _ = cute.arch.block_idx()
+            row = bid // parts
 
         finish = Boolean(True)
         if const_expr(cfg.split):
@@ -312,16 +327,8 @@ class StreamingTopK:
         lane = cute.arch.lane_idx()
         tile = cfg.threads * cfg.unroll
         raw_thr = stream_threshold(thr_key)
-        # Lanes before the window start exist only in vector 0 (prefill rows, lead > 0).
-        lane_ok = [Boolean(q >= lead) for q in range(4)]
-        for tb in cutlass.range(v_begin, v_end, tile):
-            regs, oks, vs = load_tile(cfg.threads, cfg.unroll, base, tb, v_end, v_begin)
-            if const_expr(cfg.prefetch):
-                for u in cutlass.range_constexpr(cfg.unroll):
-                    v = tb + tile + u * cfg.threads + tid
-                    if v < v_end:
-                        prefetch_l2(base + Int64(v) * Int64(4))
-            self._stage_tile(sh, regs, oks, vs, lead, lane_ok, raw_thr)
+        # The 0-3 scalar tail scores first (staging is unordered): the row length and the
+        # tail start are then dead during the tiles.
         if own_tail:
             if warp_id == 0:
                 t = tail_start + lane
@@ -329,11 +336,19 @@ class StreamingTopK:
                 bits = load_scalar(base + (lead + cutlass.select_(ok, t, Int32(0))))
                 sel = ok & survives(bits, raw_thr)
                 stage_selected(cfg.capacity, sh, [(bits, t, sel)])
+        for tb in cutlass.range(v_begin, v_end, tile):
+            regs, oks, vs = load_tile(cfg.threads, cfg.unroll, base, tb, v_end, v_begin)
+            if const_expr(cfg.prefetch):
+                for u in cutlass.range_constexpr(cfg.unroll):
+                    v = tb + tile + u * cfg.threads + tid
+                    if v < v_end:
+                        prefetch_l2(base + Int64(v) * Int64(4))
+            self._stage_tile(sh, regs, oks, vs, lead, raw_thr)
         cute.arch.barrier()
         return sh.ctl[Ctl.CNT]
 
     @cute.jit
-    def _stage_tile(self, sh, regs, oks, vs, lead: Int32, lane_ok, raw_thr: Uint32):
+    def _stage_tile(self, sh, regs, oks, vs, lead: Int32, raw_thr: Uint32):
         """Test a tile's scores (the hot loop: a few integer operations per score), then stage
         the survivors."""
         cfg = self.cfg
@@ -341,7 +356,9 @@ class StreamingTopK:
         for u in cutlass.range_constexpr(cfg.unroll):
             first = vs[u] == 0
             for q in cutlass.range_constexpr(4):
-                valid = oks[u] & (lane_ok[q] | ~first)
+                # Lanes before the window start exist only in vector 0 (prefill rows, lead > 0);
+                # tested here, not held across the pass.
+                valid = oks[u] & ((lead <= q) | ~first)
                 sel = valid & survives(regs[u][q], raw_thr)
                 elems.append((regs[u][q], vs[u] * 4 + q - lead, sel))
         stage_selected(cfg.capacity, sh, elems)
