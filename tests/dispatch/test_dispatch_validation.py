@@ -95,7 +95,7 @@ def _drop_k_and_buffers(a, kw, e):
 COMMON = [
     ("logits-numpy", _set_logits(np.zeros((ROWS, WIDTH), np.float32)), TypeError, "logits"),
     ("logits-f64", _set_logits(torch.zeros(ROWS, WIDTH, dtype=torch.float64)), TypeError, "logits"),
-    ("logits-f16", _set_logits(torch.zeros(ROWS, WIDTH, dtype=torch.float16)), TypeError, "logits"),
+    ("logits-i32", _set_logits(torch.zeros(ROWS, WIDTH, dtype=torch.int32)), TypeError, "logits"),
     ("logits-1d", _set_logits(torch.zeros(WIDTH)), ValueError, "logits"),
     ("logits-3d", _set_logits(torch.zeros(ROWS, WIDTH, 1)), ValueError, "logits"),
     ("logits-meta", _set_logits(torch.empty(ROWS, WIDTH, device="meta")), ValueError, "logits"),

@@ -73,7 +73,7 @@ def test_fake_decode_accepts_metadata_and_writes_nothing():
 )
 def test_fake_decode_rejects_bad_metadata(bad):
     with FakeTensorMode():
-        logits = torch.empty(6, 300, dtype=torch.float16 if bad == "logits_dtype" else None)
+        logits = torch.empty(6, 300, dtype=torch.float64 if bad == "logits_dtype" else None)
         kv = torch.empty(4 if bad == "kv_count" else 3, dtype=torch.int32)
         out = torch.empty(
             5 if bad == "out_rows" else 6,

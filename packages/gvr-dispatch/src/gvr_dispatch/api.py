@@ -2,16 +2,18 @@
 
 Shapes, units and conventions shared by the three entry points:
 
-- ``logits``: float32 ``[rows, width]`` with any row stride. CUDA tensors run the GVR kernels
-  (sm_90 / sm_10x), CPU tensors the CPU path (the numba CPU engine, see ``gvr_dispatch.cpu``);
-  every tensor argument lives on the logits device. The kernels read in place a unit inner
-  stride, a row stride that is a multiple of 4 elements and a 16-byte-aligned base; other
-  layouts are copied first (a warning is logged once; refused under CUDA-graph capture). A
-  single row's stride does not matter.
+- ``logits``: float32, bfloat16 or float16 ``[rows, width]`` with any row stride (16-bit
+  rows run through an exact float32 widening today; see ``docs/api.md``). CUDA tensors run
+  the GVR kernels (sm_90 / sm_10x), CPU tensors the CPU path (the numba CPU engine, see
+  ``gvr_dispatch.cpu``); every tensor argument lives on the logits device. The kernels read
+  in place a unit inner stride, a row stride that is a multiple of 4 elements and a
+  16-byte-aligned base; other layouts are copied first (a warning is logged once; refused
+  under CUDA-graph capture). A single row's stride does not matter.
 - Output ``out``: int32 ``[rows, k]``, window-local indices in unspecified order (see
   ``sorted``); a row with ``n <= k`` valid scores holds ``0 .. n-1`` then ``-1``; an empty row
   all ``-1``. ``values``: float32 ``[rows, k]``, the selected logits bit for bit, ``-FLT_MAX``
-  beside ``-1``.
+  beside ``-1``; for 16-bit logits the logits dtype (its most negative finite value beside
+  ``-1``), or a float32 buffer the caller passes.
 - ``k``: ``1 <= k <= 2048`` on CUDA, ``1 <= k <= 2**31 - 1`` on the CPU; may be left out when
   ``out`` (or ``values``) is given, and must agree with it otherwise.
 - Exactness: the selected value multiset equals the exact top-K of every row (ties, +-inf,

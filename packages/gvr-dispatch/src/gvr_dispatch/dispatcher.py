@@ -36,6 +36,7 @@ from .routing import LaunchKey, decode_envelope, describe_key, route
 from .sorting import sort_rows_
 from .validation import (
     CPU_MAX_K,
+    HALF_DTYPES,
     KERNEL_MAX_K,
     KERNEL_MAX_WIDTH,
     check_compress_ratio,
@@ -246,6 +247,14 @@ class Dispatcher:
     ):  # fmt: skip
         """Decode top-K, every case: validation with explained errors, the CPU engine, cold
         keys, layout fallbacks, workspaces."""
+        if isinstance(logits, _Tensor) and logits.dtype in HALF_DTYPES:
+            return self._half(
+                lambda lg, k_, out_: self._decode(
+                    lg, kv_lens, k_, next_n, compress_ratio, out_, None, False, max_seq_len,
+                    workspace, deterministic, sorted,
+                ),
+                logits, k, out, values, return_values, None,
+            )  # fmt: skip
         if (
             self._cpu_direct_ok
             and workspace is None
@@ -329,6 +338,14 @@ class Dispatcher:
     ):  # fmt: skip
         """:meth:`topk_prefill` with positional arguments (the module-level call's entry):
         the CPU path's direct entry when it applies, else validation and the general path."""
+        if isinstance(logits, _Tensor) and logits.dtype in HALF_DTYPES:
+            return self._half(
+                lambda lg, k_, out_: self._prefill(
+                    lg, row_starts, row_ends, k_, out_, None, False, workspace, deterministic,
+                    sorted,
+                ),
+                logits, k, out, values, return_values, row_starts,
+            )  # fmt: skip
         if self._cpu_direct_ok and workspace is None:
             res = cpu.direct(
                 cpu.WINDOW_PREFILL, logits, row_starts, row_ends, k, 1, 1, out, values,
@@ -392,6 +409,13 @@ class Dispatcher:
     ):
         """:meth:`topk` with positional arguments (the module-level call's entry): the CPU
         path's direct entry when it applies, else validation and the general path."""
+        if isinstance(logits, _Tensor) and logits.dtype in HALF_DTYPES:
+            return self._half(
+                lambda lg, k_, out_: self._topk(
+                    lg, k_, lengths, out_, None, False, workspace, deterministic, sorted
+                ),
+                logits, k, out, values, return_values, None,
+            )  # fmt: skip
         if self._cpu_direct_ok and workspace is None:
             res = cpu.direct(
                 cpu.WINDOW_FULL if lengths is None else cpu.WINDOW_LENGTHS, logits, lengths,
@@ -432,6 +456,58 @@ class Dispatcher:
             sorted,
             ws,
         )
+
+    # ================================================================== 16-bit logits
+    def _half(self, call, logits, k, out, values, return_values, starts):
+        """A bfloat16 / float16 call, through an exact float32 widening of the logits.
+
+        Widening is exact and order-preserving for both formats (every bfloat16 and float16
+        value, subnormals, signed zeros, infinities and NaN, is a float32 value; distinct
+        values stay distinct), so the float32 selection of the widened copy is the exact
+        top-K of the 16-bit row, ties and all. The copy goes into a buffer whose row pitch is
+        a multiple of 4 elements, so the kernels read it in place (also under CUDA-graph
+        capture, from the graph's pool). Values are gathered from the 16-bit logits by index
+        (bit for bit) into the logits dtype, or into a float32 ``values`` buffer when one is
+        given; the pad beside ``-1`` is the dtype's most negative finite value.
+
+        ``call(logits32, k, out)`` is the float32 entry with everything else bound; it
+        validates the remaining arguments before anything is written. ``starts``: the
+        prefill ``row_starts`` (indices are window-local), else None.
+        """
+        rows, width = check_logits(logits)
+        dt = logits.dtype
+        if return_values is not False and return_values is not True:
+            check_flag(return_values, "return_values")
+        if values is not None and (
+            not isinstance(values, _Tensor) or values.dtype not in (dt, _f32)
+        ):
+            got = values.dtype if isinstance(values, _Tensor) else type(values).__name__
+            raise TypeError(f"values must be {dt} (the logits dtype) or float32, got {got}")
+        if values is not None:
+            k = resolve_k(k, out, values)
+            check_output(values, "values", values.dtype, logits.device, rows, k)
+        wide = torch.empty((rows, -(-width // 4) * 4), dtype=_f32, device=logits.device)
+        wide = wide[:, :width]
+        wide.copy_(logits)
+        out = call(wide, k, out)
+        if not (return_values or values is not None):
+            return out
+        vdt = _f32 if values is not None and values.dtype is _f32 else dt
+        pad = torch.finfo(vdt).min
+        if width == 0:
+            picked = torch.full(out.shape, pad, dtype=vdt, device=out.device)
+        else:
+            pos = out.long()
+            if starts is not None:
+                pos = pos + starts.long()[:, None]
+            # Gathered through the integer view: bit for bit (NaN payloads included).
+            bits = torch.gather(logits.view(torch.int16), 1, pos.clamp(0, width - 1))
+            picked = bits.view(dt).to(vdt)
+            picked.masked_fill_(out < 0, pad)
+        if values is not None:
+            values.copy_(picked)
+            picked = values
+        return out, picked
 
     # ================================================================== checks
     def _route_device(self, device) -> bool:

@@ -77,8 +77,12 @@ def check_flag(value: object, name: str) -> bool:
     raise TypeError(f"{name} must be a bool, got {_what(value)} {value!r}")
 
 
+#: The 16-bit logits dtypes the entry points take besides float32.
+HALF_DTYPES = (torch.bfloat16, torch.float16)
+
+
 def check_logits(logits: object) -> tuple[int, int]:
-    """Check that ``logits`` is a 2-D float32 tensor.
+    """Check that ``logits`` is a 2-D float32, bfloat16 or float16 tensor.
 
     Layout (strides, alignment) is not an error: ``gvr_dispatch.launch.kernel_view`` says
     whether the kernels can address it in place.
@@ -87,13 +91,13 @@ def check_logits(logits: object) -> tuple[int, int]:
         ``(rows, width)``.
 
     Raises:
-        TypeError: not a tensor, or not float32.
+        TypeError: not a tensor, or another dtype (float64, integers, ...).
         ValueError: not 2-D.
     """
     if not isinstance(logits, torch.Tensor):
         raise TypeError(f"logits must be a torch.Tensor, got {_what(logits)}")
-    if logits.dtype is not _f32:
-        raise TypeError(f"logits must be float32, got {logits.dtype}")
+    if logits.dtype is not _f32 and logits.dtype not in HALF_DTYPES:
+        raise TypeError(f"logits must be float32, bfloat16 or float16, got {logits.dtype}")
     shape = logits.shape
     if len(shape) != 2:
         raise ValueError(f"logits must be 2-D [rows, width], got shape {tuple(shape)}")

@@ -111,13 +111,19 @@ def _topk_prefill_op(
 def _fake_outputs(logits, out, values) -> None:
     """Metadata checks shared by both fake implementations (shapes may be symbolic)."""
     torch._check(logits.dim() == 2, lambda: f"logits must be 2-D, got {logits.dim()}-D")
-    torch._check(logits.dtype == torch.float32, lambda: f"logits must be float32: {logits.dtype}")
+    torch._check(
+        logits.dtype in (torch.float32, torch.bfloat16, torch.float16),
+        lambda: f"logits must be float32, bfloat16 or float16: {logits.dtype}",
+    )
     rows = logits.shape[0]
     torch._check(out.dtype == torch.int32, lambda: f"out must be int32, got {out.dtype}")
     torch._check(out.dim() == 2, lambda: f"out must be 2-D [rows, k], got {out.dim()}-D")
     torch._check(out.shape[0] == rows, lambda: f"out must have {rows} rows, got {out.shape[0]}")
     if values is not None:
-        torch._check(values.dtype == torch.float32, lambda: "values must be float32")
+        torch._check(
+            values.dtype in (torch.float32, logits.dtype),
+            lambda: f"values must be float32 or the logits dtype {logits.dtype}",
+        )
         torch._check(
             values.shape == out.shape,
             lambda: f"values must have the shape of out {tuple(out.shape)}",
@@ -185,7 +191,7 @@ def _traced_buffers(logits, k, out, values, return_values):
     if out is None:
         out = torch.empty((rows, k), dtype=torch.int32, device=logits.device)
     if values is None and return_values:
-        values = torch.empty((rows, k), dtype=torch.float32, device=logits.device)
+        values = torch.empty((rows, k), dtype=logits.dtype, device=logits.device)
     return out, values
 
 
