@@ -217,15 +217,16 @@ def topk_decode(
     clamped to the width.
 
     Args:
-        logits: float32 ``[batch * next_n, width]`` on CPU or CUDA (width in compressed KV
-            positions).
+        logits: float32, bfloat16 or float16 ``[batch * next_n, width]`` on CPU or CUDA
+            (width in compressed KV positions).
         kv_lens: int32 ``[batch]``, contiguous: total KV length per request in *uncompressed*
             tokens.
         k: top-K size; may be left out when ``out`` or ``values`` gives it.
         next_n: rows per request (MTP draft tokens + 1), ``>= 1``.
         compress_ratio: KV compression ratio, a power of two.
         out: optional int32 ``[rows, k]`` contiguous buffer for the indices (filled in place).
-        values: optional float32 ``[rows, k]`` contiguous buffer for the values.
+        values: optional ``[rows, k]`` contiguous buffer for the values: float32, or the
+            logits dtype.
         return_values: also return values without a ``values`` buffer.
         max_seq_len: optional upper bound on ``kv_lens`` in uncompressed tokens that tightens
             the launch envelope below the logits width (no call reads device data).
@@ -290,7 +291,7 @@ def topk_prefill(
     ``gvr::topk_prefill`` when traced.
 
     Args:
-        logits: float32 ``[rows, width]`` on CPU or CUDA.
+        logits: float32, bfloat16 or float16 ``[rows, width]`` on CPU or CUDA.
         row_starts, row_ends: int32 ``[rows]``, contiguous: row ``r`` selects from columns
             ``[row_starts[r], row_ends[r])`` (clamped to ``[0, width]``).
         k, out, values, return_values, workspace, deterministic, sorted: as in
