@@ -486,10 +486,7 @@ class Dispatcher:
         if values is not None:
             k = resolve_k(k, out, values)
             check_output(values, "values", values.dtype, logits.device, rows, k)
-        wide = torch.empty((rows, -(-width // 4) * 4), dtype=_f32, device=logits.device)
-        wide = wide[:, :width]
-        wide.copy_(logits)
-        out = call(wide, k, out)
+        out = call(padded_copy(logits, rows, width), k, out)
         if not (return_values or values is not None):
             return out
         vdt = _f32 if values is not None and values.dtype is _f32 else dt

@@ -104,8 +104,9 @@ def kernel_view(logits: torch.Tensor, rows: int, width: int) -> tuple[torch.Tens
 
 
 def padded_copy(logits: torch.Tensor, rows: int, width: int) -> torch.Tensor:
-    """Copy ``logits`` into a fresh buffer with a row stride of ``width`` rounded up to 4 and a
-    16-byte-aligned base (torch's allocator aligns far beyond that)."""
+    """Copy ``logits`` into a fresh float32 buffer with a row stride of ``width`` rounded up to
+    4 and a 16-byte-aligned base (torch's allocator aligns far beyond that); bfloat16 and
+    float16 rows are widened exactly on the way."""
     pitch = (width + 3) & ~3
     buf = torch.empty((rows, pitch), dtype=torch.float32, device=logits.device)
     view = buf[:, :width]
