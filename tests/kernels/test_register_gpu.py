@@ -26,16 +26,6 @@ ROWS_CHECKED = {"n": 0}
 SHAPES = [(256, 1), (512, 2), (512, 4), (1024, 4), (512, 8), (1024, 8)]
 
 
-@pytest.fixture(scope="module")
-def kp():
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
-    from gvr_kernels.testing import KernelProvider
-
-    print(f"\nseed {SEED}")
-    return KernelProvider()
-
-
 def config(threads, vecs, **kw):
     from gvr_kernels.register import RegisterConfig
 

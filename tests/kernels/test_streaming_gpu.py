@@ -25,16 +25,6 @@ torch = pytest.importorskip("torch")
 ROWS_CHECKED = {"n": 0}
 
 
-@pytest.fixture(scope="module")
-def kp():
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
-    from gvr_kernels.testing import KernelProvider
-
-    print(f"\nseed {SEED}")
-    return KernelProvider()
-
-
 def check(batch, out, values=None, det=False):
     helpers.check(ROWS_CHECKED, batch, out, values, det)
 

@@ -16,7 +16,6 @@ import pytest
 from gvr_kernels.routing import route_static
 from gvr_reference.model import ModelConfig, Path
 from gvr_reference.model import simulate_row as streaming_row
-from gvr_reference.register_model import RegisterParams
 from gvr_reference.register_model import simulate_row as register_row
 from gvr_reference.workloads import TAIL_FAMILIES, make_decode_batch, make_prefill_batch
 from kernel_helpers import padded_stride, rng, to_device
@@ -30,24 +29,13 @@ K_ALL = (512, 1024, 2048)
 SHAPES = [(n, b) for n in (32768, 131072, 262144) for b in (1, 8, 32, 128)]
 
 
-@pytest.fixture(scope="module")
-def kp():
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
-    from gvr_kernels.testing import KernelProvider
-
-    print(f"\nseed {helpers.SEED}")
-    return KernelProvider()
-
-
 def model_paths(route, logits, starts, lengths, k):
     """The CPU model's path of every row for the routed family."""
     cfg = route.config
     if route.family == "register":
-        p = RegisterParams(cfg.threads, cfg.vecs, aim_mult=cfg.aim_mult, capacity=cfg.capacity)
 
         def sim(x, lead):
-            return register_row(x, k, p, lead=lead)
+            return register_row(x, k, cfg.params, lead=lead)
     else:
         mcfg = ModelConfig(route.ladder, parts=route.parts)
 
