@@ -1,9 +1,11 @@
 """bfloat16 and float16 logits through the public entry points (CPU; the CUDA path is the
 same code in front of the float32 kernels, exercised by ``test_dispatch_gpu.py``).
 
-Every answer is checked against ``torch.topk`` of the same 16-bit rows (its values, as a
-multiset, bit for bit after widening) and the index/value pairing; the families cover ties,
-+-inf, NaN, -0.0, subnormals, short and empty rows.
+Every answer is checked against an independent reference of the same 16-bit rows: the
+selected order keys equal the row's top-K order keys as a multiset (NaN above +inf, -0.0 ==
++0.0, as ``torch.topk`` ranks them), the indices are distinct and in the window, and the
+values are the selected scores bit for bit; the families cover ties, +-inf, NaN, -0.0,
+subnormals, short and empty rows.
 """
 
 from __future__ import annotations

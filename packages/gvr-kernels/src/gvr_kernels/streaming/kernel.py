@@ -204,9 +204,9 @@ class StreamingTopK:
                 Uint32(0),
                 n_sample,
             )
-            # A crowded single key (gvr_reference.model.crowded_rung): stage the keys above
-            # it, count the keys equal to it. ``code == TIE`` marks a crowded rung until the
-            # row's path is known.
+            # A crowded single key (gvr_reference.model.crowded_rung): stage only the keys
+            # above it (its ties are found later by the in-order scan). ``code == TIE`` marks
+            # a crowded rung until the row's path is known.
             if (ties >= 2) & (thr_key < Uint32(KEY_MAX)):
                 code = Int32(Path.TIE)
 
