@@ -109,3 +109,28 @@ def test_declared_shared_memory_is_what_the_kernel_allocates(tmp_path):
     assert len(found) == len(cfgs)
     for cfg in cfgs:
         assert found[cfg.name] == [cfg.smem_bytes * MARK], (cfg.name, found[cfg.name])
+
+
+def test_one_process_compiles_for_each_requested_arch(tmp_path):
+    """``compile_config(cfg, arch)`` builds for ``arch`` even after the DSL was imported and
+    used for another target in the same process (the DSL reads ``CUTE_DSL_ARCH`` once), so an
+    export or audit made on a CPU machine is for the GPU it names."""
+    import subprocess
+    import sys
+
+    code = (
+        "from gvr_kernels.audit import cubin_arch, embedded_cubins\n"
+        "from gvr_kernels.compile import compile_config\n"
+        "from gvr_kernels.streaming import StreamingConfig\n"
+        "cfg = StreamingConfig(threads=256, capacity=1024, sample_max=1024, dtype='bfloat16')\n"
+        "for arch in ('sm_100a', 'sm_90a', 'sm_100a'):\n"
+        "    compile_config(cfg, arch).export_to_c('k.o', function_name='k')\n"
+        "    print(cubin_arch(embedded_cubins(open('k.o', 'rb').read())[0]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CUTE_DSL_ARCH"}
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+        timeout=600,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["sm_100a", "sm_90a", "sm_100a"]

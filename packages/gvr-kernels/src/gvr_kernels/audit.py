@@ -131,8 +131,34 @@ def resource_usage(cubin: bytes, cuobjdump: str | None = None) -> list[ResourceU
     ]
 
 
+_ELF_ARCH = re.compile(r"\bsm=(\d+a?)\b")
+
+
+def cubin_arch(cubin: bytes, cuobjdump: str | None = None) -> str:
+    """The target of a cubin as ``cuobjdump -elf`` reports it (``"sm_90a"``, ``"sm_100a"``).
+
+    Raises:
+        RuntimeError: ``cuobjdump`` is not available, failed, or names no target.
+    """
+    tool = cuobjdump or find_cuobjdump()
+    if tool is None:
+        raise RuntimeError("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        res = subprocess.run([tool, "-elf", f.name], capture_output=True, text=True)
+    m = _ELF_ARCH.search(res.stdout)
+    if res.returncode != 0 or m is None:
+        raise RuntimeError(f"cuobjdump -elf named no target: {res.stderr.strip()}")
+    return f"sm_{m[1]}"
+
+
 def audit_config(config, arch: str) -> list[ResourceUsage]:
-    """Compile ``config`` for ``arch``, export it, and report the resources of its kernels."""
+    """Compile ``config`` for ``arch``, export it, and report the resources of its kernels.
+
+    Raises:
+        RuntimeError: no device image, or one built for another target than ``arch``.
+    """
     from .compile import compile_config
 
     compiled = compile_config(config, arch)
@@ -142,4 +168,8 @@ def audit_config(config, arch: str) -> list[ResourceUsage]:
         cubins = embedded_cubins(obj.read_bytes())
     if not cubins:
         raise RuntimeError(f"no device image found in the export of {config.name}")
+    for c in cubins:
+        got = cubin_arch(c)
+        if got != arch:
+            raise RuntimeError(f"{config.name} was compiled for {got}, not {arch}")
     return [u for c in cubins for u in resource_usage(c)]

@@ -59,6 +59,11 @@ def compile_config(config, arch: str | None = None):
     from .registry import family_of
 
     fam = family_of(config)
+    options = "--enable-tvm-ffi"
+    if arch is not None:
+        # The DSL reads CUTE_DSL_ARCH once, when it is first imported; the compile option
+        # is what selects the target of this one compilation.
+        options += f" --gpu-arch {arch}"
     with target_arch(arch):
         kernel = fam.kernel_class()(config)
-        return cute.compile(kernel, *fam.fake_args(config), options="--enable-tvm-ffi")
+        return cute.compile(kernel, *fam.fake_args(config), options=options)
