@@ -20,6 +20,14 @@ The ``ragged`` set: serving-like decode batches (b in {8, 64, 256}, arenas of 65
 width), with ``max_seq_len`` the arena width as engines pass it (``ragged_lengths``); the
 ``gvr-grouped`` provider times the same rows as uniform batches grouped by length class.
 
+The ``half`` set: the decode grid with bfloat16 logits (gaussian rows rounded to bf16), plus
+float16 rows at n = 262,144, b in {1, 512}; ``half-graph`` the same as CUDA-graph replays. The
+``gvr`` provider reads the 16-bit rows in place; ``gvr-fp32`` times GVR on a float32 copy of the
+same values (the same answer), ``gvr2-fp32`` gvr_2 on that copy, ``torch`` runs
+``torch.topk`` on the 16-bit rows, ``flashinfer-varlen`` FlashInfer's ``top_k_varlen`` with
+``backend="auto"`` on the 16-bit rows (recorded as failed where no backend of it runs on the
+device). The summary's ``half_vs_fp32`` gives GVR's 16-bit time over its float32 time per cell.
+
 The ``tail`` set: the tie-heavy and narrow-range families of ``gvr_reference.workloads``
 (``TAIL_FAMILIES``: constant, two-valued, all equal but a few, all ``-inf`` but fewer than K
 finite, within 4 ulps, more than K ``+inf``, 16 levels) beside gaussian rows of the same
@@ -54,6 +62,9 @@ Providers (``--providers``, default ``gvr,gvr2,torch``):
   torch      ``torch.topk(sorted=False)`` on rows masked to ``-inf`` past their length, indices
              past the length replaced by ``-1`` (the masking is not timed)
   flashinfer ``flashinfer.top_k`` on full rows (only where importable)
+  gvr-fp32   (``half`` sets) GVR on a float32 copy of the 16-bit rows (not timed: the copy)
+  gvr2-fp32  (``half`` sets) gvr_2 on that float32 copy
+  flashinfer-varlen  (``half`` sets) ``top_k_varlen(..., backend="auto")`` on the 16-bit rows
 
 gvr2 on the GPU machine: stage FlashInfer's ``top_k_varlen`` with the CuTe DSL from the
 project root, ``bash ../shared/device/stage.sh jit --gvr2``, carry ``.device`` and start the
@@ -81,7 +92,7 @@ from gvr_reference.workloads import TAIL_FAMILIES
 
 SETS = (
     "decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "tail", "tail-graph",
-    "ragged", "host",
+    "ragged", "host", "half", "half-graph",
 )  # fmt: skip
 PROVIDERS = (
     "gvr",
@@ -92,10 +103,13 @@ PROVIDERS = (
     "gvr2",
     "torch",
     "flashinfer",
+    "gvr-fp32",
+    "gvr2-fp32",
+    "flashinfer-varlen",
 )
 DEFAULT_PROVIDERS = "gvr,gvr2,torch"
 # Providers that promise an exact top-K: one inexact row of theirs fails the run (exit 1).
-CLAIMS_EXACT = ("gvr", "gvr-width", "gvr-plain", "gvr-grouped", "gvr-raw", "torch")
+CLAIMS_EXACT = ("gvr", "gvr-width", "gvr-plain", "gvr-grouped", "gvr-raw", "gvr-fp32", "torch")
 # The two GVR entry points compared against gvr_2 (``ratio_vs_gvr2`` = their time / gvr_2's).
 GVR_PROVIDERS = ("gvr", "gvr-width", "gvr-plain", "gvr-raw")
 GVR2_K = (512, 1024, 2048)
@@ -152,6 +166,7 @@ class Record:
     compress_ratio: int
     family: str
     exact: bool | None
+    dtype: str = "float32"
     median_us: float | None = None
     p10_us: float | None = None
     p90_us: float | None = None
@@ -385,6 +400,45 @@ def gvr2_call(case: Case, out: torch.Tensor):
     return run, None
 
 
+def widened(case: Case) -> Case:
+    """The case with its 16-bit logits copied into float32 (exact, order kept; the copy's rows
+    are padded to a multiple of 4): the same answer, for the float32 providers."""
+    x = case.logits
+    pitch = -(-x.shape[1] // 4) * 4
+    buf = torch.empty((x.shape[0], pitch), dtype=torch.float32, device=x.device)
+    view = buf[:, : x.shape[1]]
+    view.copy_(x)
+    return Case(**{**case.__dict__, "logits": view})
+
+
+def gvr_fp32_call(case: Case, out: torch.Tensor):
+    if case.logits.dtype == torch.float32:
+        return "float32 logits (this provider times the float32 copy of 16-bit rows)"
+    return gvr_call(widened(case), out), None
+
+
+def gvr2_fp32_call(case: Case, out: torch.Tensor):
+    if case.logits.dtype == torch.float32:
+        return "float32 logits (this provider times the float32 copy of 16-bit rows)"
+    return gvr2_call(widened(case), out)
+
+
+def flashinfer_varlen_call(case: Case, out: torch.Tensor):
+    """FlashInfer's ``top_k_varlen`` with its own backend choice (``"auto"``) on the rows as
+    they are (16-bit included), without ``skip_check``: whatever FlashInfer runs here."""
+    from flashinfer.topk_varlen.topk_varlen import top_k_varlen
+
+    if case.mode != "decode" or case.next_n != 1 or case.cr != 1:
+        return "decode rows with next_n = 1 and compress_ratio = 1 only"
+    seq_lens = gvr2_seq_lens(case)
+    logits, k = case.logits, case.k
+
+    def run():
+        return top_k_varlen(logits, seq_lens, k, backend="auto", out_indices=out)
+
+    return run, None
+
+
 def flashinfer_version() -> str | None:
     """FlashInfer's version where it imports (the staged trimmed package has no top-level
     ``__init__``, so ``flashinfer.__version__`` may be absent)."""
@@ -428,6 +482,12 @@ def make_call(name: str, case: Case, out: torch.Tensor):
         return gvr2_call(case, out)
     if name == "flashinfer":
         return flashinfer_call(case, out)
+    if name == "gvr-fp32":
+        return gvr_fp32_call(case, out)
+    if name == "gvr2-fp32":
+        return gvr2_fp32_call(case, out)
+    if name == "flashinfer-varlen":
+        return flashinfer_varlen_call(case, out)
     raise ValueError(f"unknown provider {name!r}")
 
 
@@ -476,12 +536,18 @@ class Timer:
 
 
 # ----------------------------------------------------------------------------- cases
-def decode_case(set_name, k, b, width, g, *, next_n=1, cr=1, family="gaussian", full=True):
+def decode_case(
+    set_name, k, b, width, g, *, next_n=1, cr=1, family="gaussian", full=True, dtype=None
+):
     from gvr_kernels.testing import families
 
     rows = b * next_n
-    alloc = -(-width // 4) * 4
-    logits = families(family, rows, alloc, k, g)[:, :width]
+    vec = 4 if dtype in (None, torch.float32) else 8
+    alloc = -(-width // vec) * vec
+    logits = families(family, rows, alloc, k, g)
+    if dtype not in (None, torch.float32):
+        logits = logits.to(dtype)  # rounded to the 16-bit format, rows padded to 8
+    logits = logits[:, :width]
     if full:
         kv = torch.full((b,), width * cr + next_n - 1, dtype=torch.int32, device="cuda")
     else:
@@ -731,15 +797,25 @@ def build_cases(set_name: str, g, args):
             for width in RAGGED_WIDTHS:
                 for b in RAGGED_B:
                     yield ragged_case(k, b, width, g, seed=args.seed)
+    elif set_name in ("half", "half-graph"):
+        ns, bs = (GRID_N, GRID_B) if not args.quick else ((16384, 262144), (1, 512))
+        for k in GRID_K:
+            for n in ns:
+                for b in bs:
+                    yield decode_case(set_name, k, b, n, g, dtype=torch.bfloat16)
+        for k in GRID_K:
+            for b in (1, 512):
+                yield decode_case(set_name, k, b, 262144, g, dtype=torch.float16)
 
 
 # ----------------------------------------------------------------------------- running
 def bytes_read(case: Case) -> int:
-    return int(case.lengths.sum()) * 4
+    return int(case.lengths.sum()) * case.logits.element_size()
 
 
 def case_timing(case: Case) -> str:
-    return {"graph": "graph", "tail-graph": "graph", "host": "host"}.get(case.set, "eager")
+    graph = ("graph", "tail-graph", "half-graph")
+    return "graph" if case.set in graph else {"host": "host"}.get(case.set, "eager")
 
 
 def _short(exc: BaseException) -> str:
@@ -770,6 +846,7 @@ def run_case(case: Case, timer: Timer, providers, records):
             next_n=case.next_n,
             compress_ratio=case.cr,
             family=case.family,
+            dtype=str(case.logits.dtype).removeprefix("torch."),
         )
         claims = name in CLAIMS_EXACT
         try:
@@ -1027,6 +1104,7 @@ def cell_key(r: dict) -> tuple:
         r["next_n"],
         r["compress_ratio"],
         r["family"],
+        r.get("dtype", "float32"),
     )
 
 
@@ -1087,7 +1165,11 @@ LABELS = {
     "gvr2": "gvr_2",
     "torch": "torch.topk",
     "flashinfer": "flashinfer.top_k",
+    "gvr-fp32": "GVR on a float32 copy",
+    "gvr2-fp32": "gvr_2 on a float32 copy",
+    "flashinfer-varlen": "flashinfer top_k_varlen (auto)",
 }
+assert set(LABELS) == set(PROVIDERS), "every provider has a label"
 
 
 def ratio_headline(provider: str, block: dict) -> str:
@@ -1116,7 +1198,7 @@ def speedup_headline(provider: str, block: dict) -> str:
 
 SUMMARY_SETS = (
     "decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "tail", "tail-graph",
-    "ragged",
+    "ragged", "half", "half-graph",
 )  # fmt: skip
 
 
@@ -1207,6 +1289,17 @@ def summary(records) -> dict:
             f" {block['geomean_ratio']:.2f}x over {block['cells']} cells), and are at least"
             f" {block['min_vs_torch']:.2f}x faster than torch.topk"
         )
+    half = half_vs_fp32(recs)
+    for timing, block in half.items():
+        out.setdefault("half_vs_fp32", {})[timing] = block
+        big = block.get("b512_n262144")
+        if big:
+            headlines.append(
+                f"half, {timing}: at b=512, n=262144 GVR on bf16 takes "
+                + ", ".join(f"{c['us']:.1f} us ({c['ratio']:.2f}x its fp32 time)" for c in big)
+                + f" for K = {', '.join(str(c['k']) for c in big)}; bf16 geomean"
+                f" {block['geomean_ratio']:.2f}x of fp32 over {block['cells']} cells"
+            )
     grouped = ragged_vs_grouped(recs)
     for timing, block in grouped.items():
         out.setdefault("ragged_vs_grouped", {})[timing] = block
@@ -1256,6 +1349,41 @@ def tail_vs_gaussian(recs) -> dict:
             "worst_cell": f"{wr['family']} k={wr['k']} b={wr['rows']} n={wr['n']}",
             "worst_by_family": fams,
             "min_vs_torch": min(vs_torch) if vs_torch else float("nan"),
+        }
+    return out
+
+
+def half_vs_fp32(recs) -> dict:
+    """Per timing: GVR's time on 16-bit rows over its time on a float32 copy of them
+    (``gvr-fp32``) in the same run: cells, geomean, worst, and the b = 512, n = 262,144 cells
+    (the bandwidth-bound shape) of bfloat16."""
+    out = {}
+    for timing in ("eager", "graph"):
+        by_cell: dict = {}
+        for r in recs:
+            if r["set"] in ("half", "half-graph") and r["timing"] == timing and r.get("median_us"):
+                key = (r["k"], r["rows"], r["n"], r.get("dtype"))
+                by_cell.setdefault(key, {})[r["provider"]] = r["median_us"]
+        cells = {
+            key: c["gvr"] / c["gvr-fp32"]
+            for key, c in by_cell.items()
+            if {"gvr", "gvr-fp32"} <= set(c)
+        }
+        if not cells:
+            continue
+        big = [
+            {"k": key[0], "us": by_cell[key]["gvr"], "fp32_us": by_cell[key]["gvr-fp32"],
+             "ratio": ratio}
+            for key, ratio in sorted(cells.items())
+            if key[1] == 512 and key[2] == 262144 and key[3] == "bfloat16"
+        ]  # fmt: skip
+        worst_key = max(cells, key=cells.get)
+        out[timing] = {
+            "cells": len(cells),
+            "geomean_ratio": geomean(list(cells.values())),
+            "worst_ratio": cells[worst_key],
+            "worst_cell": "k={} b={} n={} {}".format(*worst_key),
+            "b512_n262144": big,
         }
     return out
 
@@ -1352,11 +1480,13 @@ def comparison_rows(records) -> list[tuple[str, ...]]:
     gvr_name = "gvr" if any(r["provider"] == "gvr" for r in recs) else "gvr-raw"
     rows = []
     for key, by in group_cells(recs).items():
-        set_name, timing, k, b, n, nn, cr, family = key
+        set_name, timing, k, b, n, nn, cr, family, dtype = key
         if timing == "host":
             continue
         g = by.get(gvr_name)
         fam = family if nn == 1 and cr == 1 else f"{family} nn{nn} cr{cr}"
+        if dtype != "float32":
+            fam = f"{fam} {dtype}"
         ratio = g.get("ratio_vs_gvr2") if g else None
         sp = g.get("speedup_vs_torch") if g else None
         rows.append(

@@ -17,12 +17,17 @@ from pathlib import Path
 
 GRID_K = (512, 1024, 2048)
 GRID_SETS = ("decode-grid", "graph")
-PROVIDER_ORDER = ("gvr", "gvr-raw", "gvr2", "flashinfer", "torch")
+PROVIDER_ORDER = (
+    "gvr", "gvr-raw", "gvr-fp32", "gvr2", "gvr2-fp32", "flashinfer", "flashinfer-varlen", "torch",
+)  # fmt: skip
 LABELS = {
     "gvr": "GVR",
     "gvr-raw": "GVR raw",
+    "gvr-fp32": "GVR on fp32 copy",
     "gvr2": "gvr_2",
+    "gvr2-fp32": "gvr_2 on fp32 copy",
     "flashinfer": "flashinfer.top_k",
+    "flashinfer-varlen": "flashinfer top_k_varlen auto",
     "torch": "torch.topk",
 }
 LEGEND = (
@@ -295,10 +300,12 @@ def render(results: list[tuple[str, dict]], notes: str = "", doc_dir=None) -> st
             ("adversarial", "Adversarial families", ["family"]),
             ("tail", "Tie-heavy tail beside gaussian rows of the same shapes", ["family"]),
             ("tail-graph", "Tie-heavy tail, CUDA-graph replay", ["family"]),
+            ("half", "16-bit logits (bf16 grid, fp16 at n = 262,144)", ["dtype"]),
+            ("half-graph", "16-bit logits, CUDA-graph replay", ["dtype"]),
             ("host", "Host time per eager call (us, back-to-back launches)", []),
         ):
             set_recs = [r for r in recs if r["set"] == set_name]
-            if _has_gvr2(set_recs):
+            if _has_gvr2(set_recs) or set_name.startswith("half"):
                 t = _cell_table(recs, set_name, extra)
             else:
                 t = _flat_table(recs, set_name, extra)

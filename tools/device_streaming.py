@@ -45,6 +45,9 @@ def workspace(words: int):
 
 KP = None
 SPEC = None
+#: The logits dtype of the checking cases (``--dtype``): float32, or bfloat16 / float16 rows
+#: (the family's scores rounded to it) for the 16-bit configurations.
+DTYPE = torch.float32
 
 
 def run(kern, *args, **kwargs):
@@ -89,8 +92,9 @@ def case_decode(
 ):
     width = width or n
     rows = b * next_n
-    alloc = -(-(width + stride_pad) // 4) * 4
-    full = families(family, rows, alloc, k, g)
+    vec = 4 if DTYPE == torch.float32 else 8
+    alloc = -(-(width + stride_pad) // vec) * vec
+    full = families(family, rows, alloc, k, g).to(DTYPE)
     logits = full[:, :width]
     if ragged:
         kv = torch.randint(
@@ -133,7 +137,7 @@ def det_check(logits, starts, lengths, k, out):
     wmax = max(int(lengths.max().item()), k)
     pos = torch.arange(wmax, device=DEV)
     cols = (starts[:, None].to(torch.int64) + pos[None, :]).clamp(max=logits.shape[1] - 1)
-    keys = order_key_torch(torch.gather(logits, 1, cols))
+    keys = order_key_torch(torch.gather(logits, 1, cols).float())
     keys = torch.where(pos[None, :] < lengths[:, None], keys, torch.full_like(keys, -1))
     order = torch.sort(keys, dim=1, descending=True, stable=True).indices[:, :k]
     m = torch.clamp(lengths, max=k)
@@ -143,7 +147,8 @@ def det_check(logits, starts, lengths, k, out):
 
 
 def case_prefill(kern, g, k, rows, width, family, *, values=False, det=False):
-    arena = families(family, rows, -(-width // 4) * 4, k, g)
+    vec = 4 if DTYPE == torch.float32 else 8
+    arena = families(family, rows, -(-width // vec) * vec, k, g).to(DTYPE)
     full = arena[:, :width]
     s = torch.randint(0, width, (rows,), generator=g, device=DEV)
     e = torch.randint(0, width + 1, (rows,), generator=g, device=DEV)
@@ -356,10 +361,17 @@ def main():
         help="tiny cases of each launch shape (single, split, prefill) for compute-sanitizer",
     )
     ap.add_argument("--tune", action="store_true", help="routing-constant timings")
+    ap.add_argument(
+        "--dtype",
+        default="float32",
+        choices=("float32", "bfloat16", "float16"),
+        help="logits dtype of the --small / --sanitize / --check cases",
+    )
     ap.add_argument("--out", default=None)
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
-    global KP
+    global KP, DTYPE
+    DTYPE = getattr(torch, args.dtype)
     KP = kern = KernelProvider(args.aot)
     SPEC = kern.spec
     print("device", SPEC)
@@ -374,10 +386,13 @@ def main():
         rows += case_decode(kern, g, 512, 2, 70000, "two_valued", det=True, values=True)
         rows += case_prefill(kern, g, 512, 8, 9000, "gaussian", values=True)
     if args.sanitize:
-        rows += case_decode(kern, g, 512, 2, 12000, "gaussian", values=True)  # single CTA
+        # shapes the streaming family serves in every dtype (longer than the register family
+        # holds); the register family has its own (tools/sanitize_register.py)
+        rows += case_decode(kern, g, 512, 140, 33000, "gaussian", values=True)  # single CTA
         rows += case_decode(kern, g, 512, 1, 40000, "gaussian")  # split rows
         rows += case_decode(kern, g, 512, 1, 40000, "two_valued", det=True)  # split + rescue
-        rows += case_prefill(kern, g, 512, 4, 5001, "gaussian", values=True)  # prefill
+        rows += case_prefill(kern, g, 512, 4, 40001, "gaussian", values=True)  # prefill, split
+        rows += case_prefill(kern, g, 512, 140, 33001, "gaussian", det=True)  # prefill, single
         rows += case_decode(kern, g, 512, 1, 40000, "constant", det=True)  # split + tie scan
         rows += case_decode(kern, g, 512, 70, 33000, "few_finite", values=True)  # single + ties
     if args.check:

@@ -103,15 +103,17 @@ class FakeKernel:
         logits, lens_a, lens_b, out, values, ws, paths = a[:7]
         k, next_n, cr_shift, parts = a.k, a.next_n, a.cr_shift, a.parts
         # -- the launch contract
-        assert logits.dtype == torch.float32 and logits.dim() == 2
+        dtype = getattr(torch, cfg.dtype)
+        vec = cfg.key_format.vec
+        assert logits.dtype == dtype and logits.dim() == 2
         assert logits.stride(1) == 1, logits.stride()
-        assert logits.stride(0) % 4 == 0, logits.stride()
+        assert logits.stride(0) % vec == 0, logits.stride()
         assert logits.data_ptr() % 16 == 0
         rows, width = logits.shape
         for t in (lens_a, lens_b, paths):
             assert t.dtype == torch.int32 and t.dim() == 1 and t.is_contiguous()
         assert out.dtype == torch.int32 and tuple(out.shape) == (rows, k) and out.is_contiguous()
-        assert values.dtype == torch.float32 and values.dim() == 2 and values.is_contiguous()
+        assert values.dtype == dtype and values.dim() == 2 and values.is_contiguous()
         if cfg.with_values:
             assert tuple(values.shape) == (rows, k)
         assert ws.dtype == torch.uint32 and ws.dim() == 1 and ws.is_contiguous()
@@ -144,7 +146,7 @@ class FakeKernel:
         )
         # -- the answer
         win = _windows(cfg, lens_a, lens_b, rows, width, next_n, cr_shift)
-        idx, val = topk_windows(logits.numpy(), win, k, return_values=True)
+        idx, val = topk_windows(logits.float().numpy(), win, k, return_values=True)
         if not cfg.deterministic:
             for r in range(rows):
                 m = int(min(k, win.lengths[r]))
@@ -153,7 +155,10 @@ class FakeKernel:
                 val[r, :m] = val[r, :m][p]
         out.numpy()[...] = idx
         if cfg.with_values:
-            values.numpy()[...] = val
+            v = torch.from_numpy(val)
+            if dtype is not torch.float32:  # the pad beside -1: the dtype's most negative
+                v = torch.where(torch.from_numpy(idx) < 0, torch.finfo(dtype).min, v)
+            values.copy_(v.to(dtype))
 
 
 class FakeCompiler:

@@ -469,7 +469,7 @@ def test_host_overhead_per_eager_call(api, width):
     torch.cuda.synchronize()
 
     d = api.get_dispatcher()
-    launch = d._launches[(x.device.index, "decode", 1, width, k, False, False)]
+    launch = d._launches[(x.device.index, "decode", 1, width, k, False, False, "float32")]
     ws = d.workspace_for().tensor if launch.parts > 1 else launch.dummies.workspace
     dm = launch.dummies
     n = 1000

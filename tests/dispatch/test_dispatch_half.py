@@ -200,3 +200,53 @@ def test_cuda_decode_eager_and_graph(dtype):
         graph.replay()
         torch.cuda.synchronize()
         _check(x, kv, torch.zeros(rows, dtype=torch.int64), k, o.cpu(), v.cpu(), dtype)
+
+
+# ---------------------------------------------------------------------- the kernel path
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_kernel_path_routes_16bit_logits_to_16bit_kernels(dtype):
+    """On the kernel device (the CPU stand-in of ``dispatch_fakes``) 16-bit logits are read in
+    place by 16-bit configurations: no widening copy, values written in the logits dtype (or
+    widened into a float32 buffer), the launch key carries the dtype, a row stride that is not
+    a multiple of 8 elements is copied in the same dtype, and warmup covers the dtype."""
+    from dispatch_fakes import fake_dispatcher
+
+    d, runtime, compiler = fake_dispatcher()
+    g = torch.Generator().manual_seed(3)
+    x = _rows(dtype, 4, 3000, "specials", g)
+    kv = torch.tensor([3000, 5, 2048, 1999], dtype=torch.int32)
+    out, values = d.topk_decode(x, kv, 64, return_values=True)
+    _check(x, kv, torch.zeros(4, dtype=torch.int64), 64, out, values, dtype)
+    call = compiler.calls[-1]
+    name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[dtype]
+    assert call["config"].dtype == name and call["logits_ptr"] == x.data_ptr()
+    assert d.launch_keys()[-1].dtype == name
+    # a float32 values buffer, sorted
+    v32 = torch.empty(4, 64)
+    o, v = d.topk_decode(x, kv, 64, values=v32, sorted=True)
+    assert v is v32
+    _check(x, kv, torch.zeros(4, dtype=torch.int64), 64, o, v32, torch.float32)
+    # a row stride of 3004 elements (a multiple of 4, not of 8) is copied in the dtype
+    wide = torch.empty(4, 3004, dtype=dtype)
+    wide[:, :3000] = x
+    view = wide[:, :3000]
+    out2 = d.topk_decode(view, kv, 64)
+    assert compiler.calls[-1]["logits_ptr"] != view.data_ptr()
+    assert compiler.calls[-1]["stride"] % 8 == 0
+    _check(x, kv, torch.zeros(4, dtype=torch.int64), 64, out2, None, dtype)
+    runtime.is_capturing = True
+    with pytest.raises(RuntimeError, match="multiple of 8 elements"):
+        d.topk_decode(view, kv, 64)
+    runtime.is_capturing = False
+    # prefill and dense rows, deterministic ties
+    s = torch.tensor([0, 9, 100, 2999], dtype=torch.int32)
+    e = torch.tensor([3000, 2000, 101, 3000], dtype=torch.int32)
+    op, vp = d.topk_prefill(x, s, e, 40, return_values=True, deterministic=True)
+    _check(x, e - s, s, 40, op, vp, dtype)
+    # warmup of the dtype makes the keys a capture can use
+    report = d.warmup(k=64, rows=(4,), width=3000, modes=("decode", "dense"), dtype=dtype)
+    # decode and dense-with-lengths share the ("decode", width) key; dense adds ("full", width)
+    assert report.launch_keys == 2 and {c.dtype for c, _ in compiler.compiled} == {name}
+    assert {key.mode for key in d.launch_keys()} == {"decode", "prefill", "full"}
+    with pytest.raises(TypeError, match="dtype must be torch.float32"):
+        d.warmup(k=64, rows=(4,), width=3000, dtype=torch.float64)

@@ -4,6 +4,8 @@ and warmup covers every key the calls of its envelope produce."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -47,7 +49,7 @@ def test_key_independent_of_kv_lens_with_max_seq_len():
             compress_ratio=4,
             max_seq_len=msl,
         )
-    assert d.launch_keys() == [(0, "decode", rows, 4000, 64, False, False)]
+    assert d.launch_keys() == [(0, "decode", rows, 4000, 64, False, False, "float32")]
     assert len(compiler.compiled) == 1
     # Under capture the same call works (no compile, no host read).
     runtime.is_capturing = True
@@ -66,16 +68,16 @@ def test_envelope_without_max_seq_len_is_the_width():
     for longest in (0, 1, 3, 129, 2999, 3000, 9999):
         kv = torch.tensor([longest, 0], dtype=torch.int32)
         d.topk_decode(x, kv, 16)
-    assert d.launch_keys() == [(0, "decode", 2, width, 16, False, False)]
+    assert d.launch_keys() == [(0, "decode", 2, width, 16, False, False, "float32")]
     assert len(compiler.compiled) == 1
     runtime.is_capturing = True
     d.topk_decode(x, torch.tensor([7, 8], dtype=torch.int32), 16, compress_ratio=4)
-    assert d.launch_keys() == [(0, "decode", 2, width, 16, False, False)]
+    assert d.launch_keys() == [(0, "decode", 2, width, 16, False, False, "float32")]
     # max_seq_len still tightens it (compressed units).
     runtime.is_capturing = False
     kv = torch.tensor([5, 0], dtype=torch.int32)
     d.topk_decode(x, kv, 16, compress_ratio=4, max_seq_len=4003)
-    assert d.launch_keys()[-1] == (0, "decode", 2, 1000, 16, False, False)
+    assert d.launch_keys()[-1] == (0, "decode", 2, 1000, 16, False, False, "float32")
 
 
 def test_kv_lens_is_never_read_on_the_host(monkeypatch):
@@ -121,20 +123,23 @@ def test_every_routed_config_is_routable(spec):
         for n_env in (1, 100, 4095, 4096, 16383, 16384, 16385, 1 << 17, (1 << 26) - 1):
             for k in (1, 64, 512, 1024, 2048):
                 for mode in ("decode", "prefill", "full"):
-                    for wv in (False, True):
-                        for det in (False, True):
-                            r = route(spec, LaunchKey(0, mode, rows, n_env, k, wv, det))
-                            cfg = r.config
-                            assert cfg in known, cfg.name
-                            assert r.parts >= 1 and (r.parts > 1) == cfg.split
-                            assert cfg.max_k >= k
-                            assert r.workspace_words <= max_workspace_words(spec)
+                    for wv, det, dt in itertools.product(
+                        (False, True), (False, True), ("float32", "bfloat16", "float16")
+                    ):
+                        r = route(spec, LaunchKey(0, mode, rows, n_env, k, wv, det, dt))
+                        cfg = r.config
+                        assert cfg in known, cfg.name
+                        assert r.parts >= 1 and (r.parts > 1) == cfg.split
+                        assert cfg.max_k >= k
+                        assert r.workspace_words <= max_workspace_words(spec)
+                        assert getattr(cfg, "dtype", "float32") == dt
 
 
 def test_route_is_deterministic():
     for key in [
-        (0, "decode", 1, 1 << 17, 2048, False, False),
-        (3, "full", 500, 4096, 512, True, True),
+        (0, "decode", 1, 1 << 17, 2048, False, False, "float32"),
+        (3, "full", 500, 4096, 512, True, True, "float32"),
+        (0, "prefill", 7, 1 << 15, 1024, True, False, "bfloat16"),
     ]:
         a, b = route(H200, LaunchKey(*key)), route(H200, LaunchKey(*key))
         assert a == b and a.config.name == b.config.name
@@ -183,7 +188,7 @@ def test_spec_read_once_per_device():
 # ---------------------------------------------------------------------- warmup enumeration
 def test_warmup_keys_decode_without_max_seq_len():
     keys, _ = warmup_keys(0, k=512, rows=(1, 4), width=5000)
-    assert keys == [LaunchKey(0, "decode", r, 5000, 512, False, False) for r in (1, 4)]
+    assert keys == [LaunchKey(0, "decode", r, 5000, 512, False, False, "float32") for r in (1, 4)]
 
 
 def test_warmup_keys_dense_and_prefill():

@@ -34,8 +34,9 @@ def _needs_cuda():
     print(f"\nseed {SEED}; {torch.cuda.get_device_name()}")
 
 
-def batches(rows_per_req, batch, *, k, width, cr, salt=""):
-    """Decode batches of one shape with lengths that grow, shrink and hit the edges."""
+def batches(rows_per_req, batch, *, k, width, cr, salt="", dtype="float32"):
+    """Decode batches of one shape with lengths that grow, shrink and hit the edges (scores
+    rounded to ``dtype``)."""
     for i, mode in enumerate(["ragged", "edge", "full", "ragged", "edge"]):
         yield make_decode_batch(
             rng("graph", salt, i),
@@ -46,6 +47,7 @@ def batches(rows_per_req, batch, *, k, width, cr, salt=""):
             width=width,
             family=("dsa_like", "tie_flood", "gaussian", "neg_inf", "two_valued")[i],
             lengths=mode,
+            dtype=dtype,
         )
 
 
@@ -81,6 +83,31 @@ def test_captured_decode_replays_exactly(next_n, cr, k, width, batch, with_value
     cap.kv_lens.zero_()
     out = cap()
     assert bool((out == -1).all()), "evicted slots (kv_len < next_n) give empty rows"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_captured_16bit_decode_replays_exactly(dtype):
+    """A captured bf16 / fp16 decode step: 16-bit buffers read in place by the 16-bit kernels
+    (split rows through the graph workspace), values in the logits dtype, replayed on new
+    scores and lengths."""
+    name = str(dtype).removeprefix("torch.")
+    next_n, cr, k, width, batch = 2, 4, 1024, 40000, 3
+    cap = CapturedDecodeTopK(
+        batch * next_n,
+        width,
+        k,
+        next_n=next_n,
+        compress_ratio=cr,
+        max_seq_len=width * cr + next_n,
+        device=CUDA,
+        with_values=True,
+        row_stride=width + (-width) % 8 + 64,
+        dtype=dtype,
+    )
+    assert cap.logits.dtype == dtype and cap.values.dtype == dtype
+    for b in batches(next_n, batch, k=k, width=width, cr=cr, salt=("half", name), dtype=name):
+        out = cap(tensor(b.logits, CUDA, dtype), tensor(b.kv_lens, CUDA))
+        check(b, out, cap.values.float())
 
 
 def test_captured_op_and_adapters_with_lengths_changed_in_place():

@@ -52,7 +52,9 @@ def check(counter, batch, out, values=None, det=False):
     choice); add the batch's rows to ``counter["n"]``."""
     o = out.cpu().numpy()
     v = None if values is None else values.cpu().numpy()
-    report = validate.check_topk(batch.logits, batch.windows, batch.k, o, v)
+    report = validate.check_topk(
+        batch.logits, batch.windows, batch.k, o, v, getattr(batch, "dtype", "float32")
+    )
     assert report.ok, report.summary()
     if det:
         want = topk_windows(batch.logits, batch.windows, batch.k, deterministic=True)

@@ -56,6 +56,7 @@ def test_route_static_follows_the_device():
         (dict(rows=1, n_env=10, k=0), "k"),
         (dict(rows=1, n_env=10, k=2049), "k"),
         (dict(rows=1, n_env=10, k=1, mode="sideways"), "mode"),
+        (dict(rows=1, n_env=10, k=1, dtype="float64"), "dtype"),
     ],
 )
 def test_route_static_rejects_bad_arguments(kwargs, name):
@@ -98,7 +99,11 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     cfgs = list(routed_configs(H200))
     assert len(cfgs) == len(set(cfgs))
     streaming = [c for c in cfgs if c.family == "streaming"]
-    assert len(streaming) == 3 * 3 * 4  # three cores x modes x values x ties
+    assert len(streaming) == 3 * 3 * 4 * 3  # three cores x modes x values x ties x dtypes
+    assert {c.dtype for c in streaming} == {"float32", "bfloat16", "float16"}
+    assert all(c.unroll == (4 if c.dtype == "float32" else 2) for c in streaming)
+    assert all(c.prefetch == (c.dtype != "float32") for c in streaming)
+    assert all(c.dtype == "float32" for c in cfgs if c.family == "register")
     assert {c.threads for c in cfgs} == {512, 1024}
     assert any(c.split for c in cfgs) and any(not c.split for c in cfgs)
     register = {(c.threads, c.vecs, c.resident) for c in cfgs if c.family == "register"}
@@ -133,6 +138,24 @@ def test_register_family_where_it_is_measured_faster():
     assert route_static(H200, **wide, deterministic=True).family == "streaming"
     det_prefill = dict(rows=8, n_env=16384, k=512, mode="prefill", deterministic=True)
     assert route_static(H200, **det_prefill).config.threads == 512
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16bit_logits_stream_on_16bit_configurations(dtype):
+    """16-bit launches take the streaming cores of float32 (same CTA shapes, split and
+    grid), with 16-bit keys and vectors of 8 scores, at every envelope: the register-resident
+    family reads float32 only."""
+    s = H200.sm_count
+    shapes = ((1, 100), (1, 4096), (4 * s, 16384), (8, 65536), (1, 262144), (512, 1 << 18))
+    for rows, n_env in shapes:
+        a = route_static(H200, rows=rows, n_env=n_env, k=512, dtype=dtype)
+        assert a.family == "streaming" and a.config.dtype == dtype
+        assert a.config.key_format.vec == 8 and a.config.ladder.vec == 8
+        if rows > 1 or n_env > REGISTER_WIDE_N:
+            b = route_static(H200, rows=rows, n_env=n_env, k=512)
+            if b.family == "streaming":
+                assert (a.parts, a.grid, a.config.threads) == (b.parts, b.grid, b.config.threads)
+                assert a.workspace_words == b.workspace_words
 
 
 def test_max_workspace_words_covers_every_split_route():

@@ -2,13 +2,14 @@
 
 Shapes, units and conventions shared by the three entry points:
 
-- ``logits``: float32, bfloat16 or float16 ``[rows, width]`` with any row stride (16-bit
-  rows run through an exact float32 widening today; see ``docs/api.md``). CUDA tensors run
-  the GVR kernels (sm_90 / sm_10x), CPU tensors the CPU path (the numba CPU engine, see
-  ``gvr_dispatch.cpu``); every tensor argument lives on the logits device. The kernels read
-  in place a unit inner stride, a row stride that is a multiple of 4 elements and a
-  16-byte-aligned base; other layouts are copied first (a warning is logged once; refused
-  under CUDA-graph capture). A single row's stride does not matter.
+- ``logits``: float32, bfloat16 or float16 ``[rows, width]`` with any row stride (on CUDA
+  16-bit rows are read in place by 16-bit kernels; on the CPU they run through an exact
+  float32 widening; see ``docs/api.md``). CUDA tensors run the GVR kernels (sm_90 / sm_10x),
+  CPU tensors the CPU path (the numba CPU engine, see ``gvr_dispatch.cpu``); every tensor
+  argument lives on the logits device. The kernels read in place a unit inner stride, a row
+  stride that is a multiple of 4 elements (8 for 16-bit logits) and a 16-byte-aligned base;
+  other layouts are copied first (a warning is logged once; refused under CUDA-graph
+  capture). A single row's stride does not matter.
 - Output ``out``: int32 ``[rows, k]``, window-local indices in unspecified order (see
   ``sorted``); a row with ``n <= k`` valid scores holds ``0 .. n-1`` then ``-1``; an empty row
   all ``-1``. ``values``: float32 ``[rows, k]``, the selected logits bit for bit, ``-FLT_MAX``
@@ -239,6 +240,7 @@ def warmup(
     progress=True,
     spec=None,
     cache_dir=FROM_ENV,
+    dtype=torch.float32,
 ) -> WarmupReport:
     """Compile (or load from the persistent cache) every kernel that calls inside an envelope
     can route to, resolve their launches, allocate workspaces and dummy tensors, and run each
@@ -252,7 +254,8 @@ def warmup(
         rows: logits row counts the calls will use (decode: ``batch * next_n``).
         next_n, compress_ratio: as the decode calls will pass them.
         row_stride: the logits row stride the calls will use; a stride that is not a multiple
-            of 4 is reported in ``notes`` (those calls copy and cannot be captured).
+            of 4 (8 for 16-bit logits) is reported in ``notes`` (those calls copy and cannot
+            be captured).
         width: ``logits.shape[1]`` of the calls; required for ``"prefill"``, ``"dense"`` and
             decode without ``max_seq_len``; decode with ``max_seq_len`` assumes
             ``width >= max_seq_len // compress_ratio``.
@@ -267,6 +270,8 @@ def warmup(
             the memory and disk caches only; no launches are resolved).
         cache_dir: set the persistent cache folder first (``None``: no disk cache); see
             :func:`set_cache_dir`.
+        dtype: the logits dtype of the calls: ``torch.float32`` (default), ``torch.bfloat16``
+            or ``torch.float16``, or a tuple of them (16-bit logits have their own kernels).
 
     Returns:
         A :class:`WarmupReport` (which kernels were compiled, loaded from disk or already in
@@ -291,6 +296,7 @@ def warmup(
         progress=progress,
         spec=spec,
         cache_dir=cache_dir,
+        dtype=dtype,
     )
 
 

@@ -31,7 +31,7 @@ from gvr_reference import cpu_engine
 from . import cpu
 from .cache import FROM_ENV, KernelCache
 from .device import CudaRuntime, max_workspace_words
-from .launch import Dummies, Launch, kernel_view, padded_copy, prime
+from .launch import VEC, Dummies, Launch, kernel_view, padded_copy, prime
 from .routing import LaunchKey, decode_envelope, describe_key, route
 from .sorting import sort_rows_
 from .validation import (
@@ -64,6 +64,10 @@ _Tensor = torch.Tensor
 _NEG_FLT_MAX = -3.4028234663852886e38
 #: compress_ratio -> log2(compress_ratio), for the common powers of two.
 _SHIFTS = {1 << i: i for i in range(31)}
+#: The logits dtypes the kernels read, by the name a launch key carries.
+_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+#: Row-stride mask of the kernels' vectors, by logits dtype.
+_VMASK = {dt: v - 1 for dt, v in VEC.items()}
 
 
 class Dispatcher:
@@ -150,7 +154,7 @@ class Dispatcher:
             or (deterministic is not False and deterministic is not True)
             or not isinstance(logits, _Tensor)
             or not isinstance(kv_lens, _Tensor)
-            or logits.dtype is not _f32
+            or (dtype := _DTYPE_NAMES.get(logits.dtype)) is None
             or kv_lens.dtype is not _i32
         ):
             return None
@@ -195,7 +199,7 @@ class Dispatcher:
             return None
         if values is not None and (
             not isinstance(values, _Tensor)
-            or values.dtype is not _f32
+            or values.dtype is not logits.dtype
             or values.get_device() != dev
             or values.shape != (rows, k)
             or not values.is_contiguous()
@@ -210,11 +214,13 @@ class Dispatcher:
             n_env = min(max(max_seq_len >> cr_shift, 1), width)
         else:
             return None
-        launch = self._launches.get((dev, "decode", rows, n_env, k, want_values, deterministic))
+        launch = self._launches.get(
+            (dev, "decode", rows, n_env, k, want_values, deterministic, dtype)
+        )
         if launch is None:
             return None
         s0, s1 = logits.stride()
-        if s1 != 1 or s0 & 3 or logits.data_ptr() & 15 or logits.requires_grad:
+        if s1 != 1 or s0 & _VMASK[logits.dtype] or logits.data_ptr() & 15 or logits.requires_grad:
             return None
         if not self._one_device and dev != self.runtime.current_index():
             return None
@@ -236,8 +242,8 @@ class Dispatcher:
         # gvr_kernels.abi.KernelArgs, positionally (a keyword-built record costs a microsecond
         # here); the dispatch tests check every launch against KernelArgs.
         launch.fn(
-            logits, kv_lens, d.arg_i32, out, values if want_values else d.arg_values, ws,
-            d.arg_i32, k, next_n, cr_shift, launch.parts,
+            logits, kv_lens, d.arg_i32, out, values if want_values else launch.dummy_values,
+            ws, d.arg_i32, k, next_n, cr_shift, launch.parts,
         )  # fmt: skip
         return (out, values) if want_values else out
 
@@ -247,7 +253,7 @@ class Dispatcher:
     ):  # fmt: skip
         """Decode top-K, every case: validation with explained errors, the CPU engine, cold
         keys, layout fallbacks, workspaces."""
-        if isinstance(logits, _Tensor) and logits.dtype in HALF_DTYPES:
+        if self._widen(logits):
             return self._half(
                 lambda lg, k_, out_: self._decode(
                     lg, kv_lens, k_, next_n, compress_ratio, out_, None, False, max_seq_len,
@@ -282,11 +288,12 @@ class Dispatcher:
         if max_seq_len is not None and (type(max_seq_len) is not int or max_seq_len < 0):
             max_seq_len = check_max_seq_len(max_seq_len)
         k, want_values = self._check_common(
-            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel
-        )
+            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
+            logits.dtype,
+        )  # fmt: skip
         ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
         if rows == 0 or width == 0:
-            return self._trivial(rows, k, out, values, want_values, device)
+            return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
             windows = cpu.decode_windows_of(kv_lens, next_n, cr_shift, width)
             return self._cpu(logits, windows, k, out, values, want_values, sorted)
@@ -338,7 +345,7 @@ class Dispatcher:
     ):  # fmt: skip
         """:meth:`topk_prefill` with positional arguments (the module-level call's entry):
         the CPU path's direct entry when it applies, else validation and the general path."""
-        if isinstance(logits, _Tensor) and logits.dtype in HALF_DTYPES:
+        if self._widen(logits):
             return self._half(
                 lambda lg, k_, out_: self._prefill(
                     lg, row_starts, row_ends, k_, out_, None, False, workspace, deterministic,
@@ -359,11 +366,12 @@ class Dispatcher:
         check_index_tensor(row_starts, "row_starts", device, rows)
         check_index_tensor(row_ends, "row_ends", device, rows)
         k, want_values = self._check_common(
-            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel
-        )
+            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
+            logits.dtype,
+        )  # fmt: skip
         ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
         if rows == 0 or width == 0:
-            return self._trivial(rows, k, out, values, want_values, device)
+            return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
             windows = cpu.prefill_windows_of(row_starts, row_ends, width)
             return self._cpu(logits, windows, k, out, values, want_values, sorted)
@@ -409,7 +417,7 @@ class Dispatcher:
     ):
         """:meth:`topk` with positional arguments (the module-level call's entry): the CPU
         path's direct entry when it applies, else validation and the general path."""
-        if isinstance(logits, _Tensor) and logits.dtype in HALF_DTYPES:
+        if self._widen(logits):
             return self._half(
                 lambda lg, k_, out_: self._topk(
                     lg, k_, lengths, out_, None, False, workspace, deterministic, sorted
@@ -429,11 +437,12 @@ class Dispatcher:
         if lengths is not None:
             check_index_tensor(lengths, "lengths", device, rows)
         k, want_values = self._check_common(
-            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel
-        )
+            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
+            logits.dtype,
+        )  # fmt: skip
         ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
         if rows == 0 or width == 0:
-            return self._trivial(rows, k, out, values, want_values, device)
+            return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
             windows = cpu.dense_windows_of(lengths, rows, width)
             return self._cpu(logits, windows, k, out, values, want_values, sorted)
@@ -458,8 +467,19 @@ class Dispatcher:
         )
 
     # ================================================================== 16-bit logits
+    def _widen(self, logits) -> bool:
+        """Whether a call takes the float32 widening of :meth:`_half`: 16-bit logits off the
+        kernel device (the CPU engine reads float32). On the kernel device the kernels read
+        16-bit logits in place (their 16-bit configurations)."""
+        return (
+            isinstance(logits, _Tensor)
+            and logits.dtype in HALF_DTYPES
+            and not self._is_kernel_tensor(logits)
+        )
+
     def _half(self, call, logits, k, out, values, return_values, starts):
-        """A bfloat16 / float16 call, through an exact float32 widening of the logits.
+        """A bfloat16 / float16 call off the kernel device (the CPU engine), through an exact
+        float32 widening of the logits.
 
         Widening is exact and order-preserving for both formats (every bfloat16 and float16
         value, subnormals, signed zeros, infinities and NaN, is a float32 value; distinct
@@ -517,8 +537,9 @@ class Dispatcher:
         raise ValueError(f"logits must be a CPU or CUDA tensor, got device {device}")
 
     def _check_common(
-        self, k, out, values, return_values, deterministic, sorted, device, rows, width, kernel
-    ) -> tuple[int, bool]:
+        self, k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
+        dtype=_f32,
+    ) -> tuple[int, bool]:  # fmt: skip
         """Flags, K, the output buffers and the kernels' limits; returns ``(k, want_values)``."""
         # The identity tests are the common case; check_flag explains anything else.
         if return_values is not False and return_values is not True:
@@ -539,7 +560,11 @@ class Dispatcher:
         if out is not None:
             check_output(out, "out", _i32, device, rows, k)
         if values is not None:
-            check_output(values, "values", _f32, device, rows, k)
+            # float32 values for float32 logits; for 16-bit logits the logits dtype, or a
+            # float32 buffer the values are widened into
+            ok = (dtype, _f32)
+            vdt = values.dtype if isinstance(values, _Tensor) and values.dtype in ok else dtype
+            check_output(values, "values", vdt, device, rows, k)
         return k, return_values or values is not None
 
     @staticmethod
@@ -556,16 +581,17 @@ class Dispatcher:
 
     # ================================================================== trivial and CPU
     @staticmethod
-    def _trivial(rows, k, out, values, want_values, device):
-        """No launch: zero rows, or zero columns (every row empty)."""
+    def _trivial(rows, k, out, values, want_values, device, dtype=_f32):
+        """No launch: zero rows, or zero columns (every row empty); values in ``dtype`` (the
+        logits dtype) unless a buffer is given, padded with its most negative finite value."""
         if out is None:
             out = torch.empty((rows, k), dtype=_i32, device=device)
         if want_values and values is None:
-            values = torch.empty((rows, k), dtype=_f32, device=device)
+            values = torch.empty((rows, k), dtype=dtype, device=device)
         if rows:
             out.fill_(-1)
             if values is not None:
-                values.fill_(_NEG_FLT_MAX)
+                values.fill_(torch.finfo(values.dtype).min)
         return (out, values) if want_values else out
 
     def _cpu(self, logits, windows, k, out, values, want_values, sorted):
@@ -603,7 +629,8 @@ class Dispatcher:
         device = logits.device
         dev = device.index or 0
         kernel_values = want_values or sorted
-        key = LaunchKey(dev, mode, rows, n_env, k, kernel_values, deterministic)
+        dt = logits.dtype
+        key = LaunchKey(dev, mode, rows, n_env, k, kernel_values, deterministic, _DTYPE_NAMES[dt])
         launch = self._launches.get(key)
         if launch is None:
             if runtime.capturing():
@@ -617,7 +644,8 @@ class Dispatcher:
             launch = self._resolve(key, device)
 
         s0, s1 = logits.stride()
-        if s1 == 1 and not s0 & 3 and not logits.data_ptr() & 15 and not logits.requires_grad:
+        vmask = _VMASK[dt]
+        if s1 == 1 and not s0 & vmask and not logits.data_ptr() & 15 and not logits.requires_grad:
             view = logits  # the common layout, read in place
         else:
             view, issue = kernel_view(logits, rows, width)
@@ -640,15 +668,19 @@ class Dispatcher:
 
         if out is None:
             out = torch.empty((rows, k), dtype=_i32, device=device)
+        widen_into = None
+        if kernel_values and values is not None and values.dtype is not dt:
+            # 16-bit logits, float32 values: the kernel writes the logits dtype, widened after
+            widen_into, values = values, None
         if kernel_values and values is None:
-            values = torch.empty((rows, k), dtype=_f32, device=device)
+            values = torch.empty((rows, k), dtype=dt, device=device)
         d = launch.dummies
         args = (  # gvr_kernels.abi.KernelArgs, positionally (see _decode_fast)
             view,
             lens_a if lens_a is not None else d.arg_i32,
             lens_b if lens_b is not None else d.arg_i32,
             out,
-            values if kernel_values else d.arg_values,
+            values if kernel_values else launch.dummy_values,
             ws,
             d.arg_i32,
             k,
@@ -663,6 +695,11 @@ class Dispatcher:
                 launch.fn(*args)
         if sorted:
             sort_rows_(out, values)
+        if widen_into is not None:
+            # widened exactly; the pad beside -1 is the float32 buffer's own (-FLT_MAX)
+            widen_into.copy_(values)
+            widen_into.masked_fill_(out < 0, _NEG_FLT_MAX)
+            values = widen_into
         return (out, values) if want_values else out
 
     def _layout_fallback(self, logits, rows, width, issue, capturing):
@@ -672,7 +709,7 @@ class Dispatcher:
                 f"gvr: logits with strides {strides} at address {logits.data_ptr():#x} "
                 f"({issue}) need a copy into an aligned buffer, which cannot happen during "
                 f"CUDA-graph capture; give the kernels a unit inner stride, a row stride that "
-                f"is a multiple of 4 elements and a 16-byte-aligned base"
+                f"is a multiple of {VEC[logits.dtype]} elements and a 16-byte-aligned base"
             )
         if issue not in self._warned:
             self._warned.add(issue)
@@ -680,11 +717,11 @@ class Dispatcher:
                 "gvr: logits with strides %s (%s) cannot be read in place by the kernels; "
                 "copying into an aligned buffer (slower). The kernels need a unit inner "
                 "stride, a row stride that is a multiple of 4 elements and a 16-byte-aligned "
-                "base.",
+                "base (8 elements for bfloat16 / float16).",
                 strides,
                 issue,
             )
-        return padded_copy(logits, rows, width)
+        return padded_copy(logits, rows, width, logits.dtype)
 
     def _resolve(self, key: LaunchKey, device) -> Launch:
         """Compile or load the kernel of ``key``, allocate what it needs, remember it."""
@@ -701,13 +738,15 @@ class Dispatcher:
             if r.parts > 1:
                 self._stream_workspace(dev, device)
                 self._graph_workspace(dev, device)
+            dummies = self._dummies_for(dev, device)
             launch = Launch(
                 fn=entry.fn,
                 route=r,
                 arch=spec.arch,
                 parts=r.parts,
                 workspace_words=r.workspace_words,
-                dummies=self._dummies_for(dev, device),
+                dummies=dummies,
+                dummy_values=dummies.arg_values_of(getattr(torch, key.dtype)),
             )
             self._launches[key] = launch
             self._engage(config.name, spec.arch, source, entry.seconds)
@@ -807,6 +846,7 @@ class Dispatcher:
         progress=True,
         spec=None,
         cache_dir=FROM_ENV,
+        dtype=_f32,
     ) -> WarmupReport:
         """Make every launch inside an envelope of calls ready; see :func:`gvr_dispatch.warmup`."""
         t0 = time.perf_counter()
@@ -816,6 +856,7 @@ class Dispatcher:
         next_n = check_next_n(next_n)
         cr_shift = check_compress_ratio(compress_ratio)
         max_seq_len = check_max_seq_len(max_seq_len)
+        dtypes = _dtype_names(dtype)
         if spec is None:
             if device is None:
                 device = self.runtime.current_device() if self._kernels_available() else "cpu"
@@ -842,6 +883,7 @@ class Dispatcher:
             modes=modes,
             with_values=with_values,
             deterministic=deterministic,
+            dtypes=dtypes,
         )
         configs = list(dict.fromkeys(route(spec, key).config for key in keys))
         report = WarmupReport(device=str(device) if dev >= 0 else spec.arch, notes=notes)
@@ -903,6 +945,27 @@ class Dispatcher:
     def set_cache_dir(self, cache_dir) -> None:
         """Use ``cache_dir`` for the persistent compile cache (``None``: none)."""
         self.cache.set_cache_dir(cache_dir)
+
+
+def _dtype_names(dtype) -> tuple[str, ...]:
+    """Names of a warmup's logits dtypes: one torch dtype or a tuple of them.
+
+    Raises:
+        TypeError: anything but float32, bfloat16 or float16.
+    """
+    items = dtype if isinstance(dtype, (tuple, list)) else (dtype,)
+    names = []
+    for dt in items:
+        name = _DTYPE_NAMES.get(dt) if isinstance(dt, torch.dtype) else None
+        if name is None:
+            raise TypeError(
+                f"dtype must be torch.float32, torch.bfloat16 or torch.float16 (or a tuple of "
+                f"them), got {dt!r}"
+            )
+        names.append(name)
+    if not names:
+        raise ValueError("dtype must not be empty")
+    return tuple(dict.fromkeys(names))
 
 
 def _progress(configs, enabled: bool, arch: str):

@@ -1,6 +1,6 @@
 """Launch keys: what a call is routed by, built only from capture-stable quantities.
 
-A :class:`LaunchKey` is ``(device, mode, rows, n_env, k, with_values, deterministic)``:
+A :class:`LaunchKey` is ``(device, mode, rows, n_env, k, with_values, deterministic, dtype)``:
 
 - ``mode``: the kernel's window source, ``"decode"`` (``topk_decode``, and ``topk`` with
   ``lengths``), ``"prefill"`` or ``"full"`` (``topk`` without ``lengths``);
@@ -10,7 +10,8 @@ A :class:`LaunchKey` is ``(device, mode, rows, n_env, k, with_values, determinis
   (:func:`decode_envelope`); decode without it, prefill and dense: the width, which bounds
   every row since rows are clamped to it;
 - ``with_values``: the kernel writes values (requested, or needed by ``sorted=True``);
-- ``deterministic``: the tie mode.
+- ``deterministic``: the tie mode;
+- ``dtype``: the logits dtype's name (``"float32"``, ``"bfloat16"``, ``"float16"``).
 
 No part of a key is read from device data, so routing never synchronises.
 :func:`route` turns a key into the ``gvr_kernels.routing.route_static`` route (family, typed
@@ -38,6 +39,7 @@ class LaunchKey(NamedTuple):
     k: int
     with_values: bool
     deterministic: bool
+    dtype: str
 
 
 def decode_envelope(max_seq_len: int, cr_shift: int, width: int) -> int:
@@ -48,7 +50,7 @@ def decode_envelope(max_seq_len: int, cr_shift: int, width: int) -> int:
 
 def route(spec: DeviceSpec, key: LaunchKey) -> Route:
     """The static route (and with it the compile configuration) of a launch key on ``spec``."""
-    _, mode, rows, n_env, k, with_values, deterministic = key
+    _, mode, rows, n_env, k, with_values, deterministic, dtype = key
     return route_static(
         spec,
         rows=rows,
@@ -57,13 +59,14 @@ def route(spec: DeviceSpec, key: LaunchKey) -> Route:
         mode=mode,
         with_values=with_values,
         deterministic=deterministic,
+        dtype=dtype,
     )
 
 
 def describe_key(key) -> str:
     """A readable form of a launch key for error messages."""
-    dev, mode, rows, n_env, k, with_values, deterministic = key
+    dev, mode, rows, n_env, k, with_values, deterministic, dtype = key
     return (
         f"(device=cuda:{dev}, mode={mode}, rows={rows}, n_env={n_env}, k={k}, "
-        f"with_values={with_values}, deterministic={deterministic})"
+        f"with_values={with_values}, deterministic={deterministic}, dtype={dtype})"
     )

@@ -24,7 +24,10 @@ _LOW31 = (1 << 31) - 1
 
 
 def order_key(values: torch.Tensor) -> torch.Tensor:
-    """int64 order keys of float32 ``values`` (NaN canonical, both zeros one key)."""
+    """int64 order keys of float32 ``values`` (NaN canonical, both zeros one key); bfloat16
+    and float16 values are widened first (exact, order kept)."""
+    if values.dtype is not torch.float32:
+        values = values.float()
     u = values.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
     key = torch.where(u >= 0x80000000, u ^ 0xFFFFFFFF, u ^ 0x80000000)
     key = torch.where(torch.isnan(values), 0xFFFFFFFF, key)
@@ -32,8 +35,8 @@ def order_key(values: torch.Tensor) -> torch.Tensor:
 
 
 def sort_rows_(out: torch.Tensor, values: torch.Tensor) -> None:
-    """Sort every row of ``out`` (int32 ``[rows, k]``) and ``values`` (float32 ``[rows, k]``)
-    in place: descending value, ties by ascending index, ``-1`` last.
+    """Sort every row of ``out`` (int32 ``[rows, k]``) and ``values`` (float32, bfloat16 or
+    float16 ``[rows, k]``) in place: descending value, ties by ascending index, ``-1`` last.
 
     ``values`` must hold the values of the selected indices (``-FLT_MAX`` beside ``-1``). Runs
     as a few torch kernels on the tensors' device; temporaries come from torch's allocator

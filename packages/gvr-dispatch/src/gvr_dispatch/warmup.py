@@ -9,6 +9,9 @@ inside the envelope can look up:
 - ``"prefill"`` (``topk_prefill``): each row count at the width;
 - ``"dense"`` (``topk``): each row count at the width, with and without ``lengths``.
 
+Each key is made for every logits dtype of ``dtypes`` (float32 by default; bfloat16 and float16
+calls have their own kernels).
+
 The dispatcher compiles (or loads) each distinct configuration once, then resolves every key.
 """
 
@@ -123,6 +126,7 @@ def warmup_keys(
     modes=("decode",),
     with_values=False,
     deterministic=False,
+    dtypes=("float32",),
 ) -> tuple[list[LaunchKey], list[str]]:
     """Every launch key calls inside the envelope can produce (see the module docstring).
 
@@ -139,6 +143,8 @@ def warmup_keys(
             address in place makes those calls copy, which capture refuses).
         modes: any of ``"decode"``, ``"prefill"``, ``"dense"``.
         with_values, deterministic: a bool, or a tuple of the bools to cover.
+        dtypes: names of the logits dtypes to cover (``"float32"``, ``"bfloat16"``,
+            ``"float16"``).
 
     Returns:
         ``(keys, notes)``: the distinct keys in a stable order, and remarks for the report.
@@ -174,9 +180,10 @@ def warmup_keys(
         row_stride = check_int(row_stride, "row_stride")
         if row_stride < 0:
             raise ValueError(f"row_stride must be >= 0, got {row_stride}")
-        if row_stride % 4 and any(r > 1 for r in row_counts):
+        vec = 8 if any(d != "float32" for d in dtypes) else 4
+        if row_stride % vec and any(r > 1 for r in row_counts):
             notes.append(
-                f"row_stride={row_stride} is not a multiple of 4: calls with more than one "
+                f"row_stride={row_stride} is not a multiple of {vec}: calls with more than one "
                 f"row copy the logits (slower) and cannot be captured in a CUDA graph"
             )
 
@@ -213,5 +220,6 @@ def warmup_keys(
             for kk in ks:
                 for wv in values_opts:
                     for det in det_opts:
-                        keys[LaunchKey(device_index, mode, r, n_env, kk, wv, det)] = None
+                        for dt in dtypes:
+                            keys[LaunchKey(device_index, mode, r, n_env, kk, wv, det, dt)] = None
     return list(keys), notes

@@ -34,12 +34,14 @@ class CapturedDecodeTopK:
         device: a CUDA device.
         with_values: also capture the values output.
         row_stride: logits row pitch in elements (``>= width``, a multiple of 4 for in-place
-            reads); default ``width``. The buffer is then a column slice of a wider arena.
+            reads, 8 for 16-bit logits); default ``width``. The buffer is then a column slice
+            of a wider arena.
+        dtype: the logits dtype: ``torch.float32``, ``torch.bfloat16`` or ``torch.float16``.
 
     Attributes:
-        logits: float32 ``[rows, width]`` input buffer (write the step's scores here).
+        logits: ``dtype`` ``[rows, width]`` input buffer (write the step's scores here).
         kv_lens: int32 ``[rows // next_n]`` input buffer.
-        out: int32 ``[rows, k]`` output buffer; ``values`` float32 ``[rows, k]`` or None.
+        out: int32 ``[rows, k]`` output buffer; ``values`` ``[rows, k]`` in ``dtype`` or None.
         graph: the ``torch.cuda.CUDAGraph``.
 
     Raises:
@@ -58,6 +60,7 @@ class CapturedDecodeTopK:
         device="cuda",
         with_values: bool = False,
         row_stride: int | None = None,
+        dtype: torch.dtype = torch.float32,
     ):
         device = torch.device(device)
         if device.type != "cuda":
@@ -65,13 +68,11 @@ class CapturedDecodeTopK:
         if rows % next_n:
             raise ValueError(f"rows ({rows}) must be a multiple of next_n ({next_n})")
         pitch = width if row_stride is None else row_stride
-        arena = torch.full((rows, pitch), float("-inf"), dtype=torch.float32, device=device)
+        arena = torch.full((rows, pitch), float("-inf"), dtype=dtype, device=device)
         self.logits = arena[:, :width]
         self.kv_lens = torch.zeros(rows // next_n, dtype=torch.int32, device=device)
         self.out = torch.full((rows, k), -1, dtype=torch.int32, device=device)
-        self.values = (
-            torch.empty((rows, k), dtype=torch.float32, device=device) if with_values else None
-        )
+        self.values = torch.empty((rows, k), dtype=dtype, device=device) if with_values else None
         self.k, self.next_n, self.compress_ratio = k, next_n, compress_ratio
         self.max_seq_len = max_seq_len
 
@@ -89,6 +90,7 @@ class CapturedDecodeTopK:
                 with_values=with_values,
                 device=device,
                 progress=False,
+                dtype=dtype,
             )
             self._call()  # one eager call on the same buffers
         torch.cuda.current_stream(device).wait_stream(side)

@@ -21,12 +21,14 @@ class KernelArgs(NamedTuple):
 
     Attributes:
         logits: fp32 ``(rows, width)``, strides ``(row_stride, 1)``, ``row_stride % 4 == 0``,
-            16-byte-aligned base.
+            16-byte-aligned base; for a configuration of a 16-bit ``dtype``, bf16 / fp16 with
+            ``row_stride % 8 == 0``.
         lens_a: int32; decode: ``kv_lens (rows // next_n,)``; prefill: ``row_starts (rows,)``;
             full: unused.
         lens_b: int32; prefill: ``row_ends (rows,)``; otherwise unused.
         out: int32 ``(rows, k)``: window-local indices, ``-1`` padding.
-        values: fp32 ``(rows, k)`` when the configuration writes values (else unused).
+        values: ``(rows, k)`` in the logits dtype when the configuration writes values (else
+            unused).
         workspace: uint32 words of zeroed workspace when the route needs one (else unused).
         paths: int32 ``(rows,)`` per-row path codes when the configuration records them.
         k: top-K size.
@@ -48,26 +50,33 @@ class KernelArgs(NamedTuple):
     parts: int
 
 
-def fake_kernel_args() -> tuple:
+def fake_kernel_args(dtype: str = "float32") -> tuple:
     """The fake tensors and scalars ``cute.compile`` traces a kernel with (symbolic extents,
     row-major strides, 16-byte alignment where the kernels rely on it), then the TVM-FFI
-    environment stream. Needs the CuTe DSL, no GPU."""
+    environment stream. Needs the CuTe DSL, no GPU.
+
+    ``dtype``: the logits format (``"float32"``, ``"bfloat16"``, ``"float16"``); 16-bit logits
+    have a row stride that is a multiple of 8 elements, and their values tensor has the same
+    format."""
+    import cutlass
     import cutlass.cute as cute
     from cutlass import Float32, Int32, Uint32
 
+    scores = {"float32": Float32, "bfloat16": cutlass.BFloat16, "float16": cutlass.Float16}
+    score = scores[dtype]
     rows = cute.sym_int()
     width = cute.sym_int()
-    row_stride = cute.sym_int64(divisibility=4)
+    row_stride = cute.sym_int64(divisibility=16 // (score.width // 8))
     kdim = cute.sym_int()
     tensors = KernelArgs(
         logits=cute.runtime.make_fake_tensor(
-            Float32, (rows, width), (row_stride, 1), assumed_align=16
+            score, (rows, width), (row_stride, 1), assumed_align=16
         ),
         lens_a=cute.runtime.make_fake_compact_tensor(Int32, (cute.sym_int(),)),
         lens_b=cute.runtime.make_fake_compact_tensor(Int32, (cute.sym_int(),)),
         out=cute.runtime.make_fake_compact_tensor(Int32, (rows, kdim), stride_order=(1, 0)),
         values=cute.runtime.make_fake_compact_tensor(
-            Float32, (cute.sym_int(), cute.sym_int()), stride_order=(1, 0)
+            score, (cute.sym_int(), cute.sym_int()), stride_order=(1, 0)
         ),
         workspace=cute.runtime.make_fake_compact_tensor(
             Uint32, (cute.sym_int(),), assumed_align=16

@@ -27,13 +27,23 @@ The tuning constants below were measured on an H200 (``tools/device_streaming.py
   a split row wins from 65536 on while ``rows * parts`` fits the SMs;
 - past about 16 CTAs per row the split gains little; 8192 scores per CTA is on the plateau;
 - 512-thread CTAs (two per SM) win once ``rows > SMs``.
+
+bfloat16 and float16 logits (``dtype``) run on the streaming family's 16-bit configurations
+(16-byte vectors of 8 scores, 16-bit keys): the same cores with two vectors per thread per tile
+(the 16 scores a float32 tile holds; four spill at 64 registers, three were 1.5x slower) and
+the next tile asked of L2 while a tile is tested (``prefetch``: 158 against 169 us at b = 512,
+n = 262,144, K = 512; 180 against 194 at K = 2048; neutral at b = 1; H200, raw kernel times in
+``benchmarks/results/h200/tune_16bit.log``). The register-resident family reads float32 only,
+so 16-bit launches always stream.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from gvr_reference.keys import KEY_FORMATS
 from gvr_reference.ladder import MAX_ROW_LENGTH, RowPlan, row_plan
 
 from .register.config import RegisterConfig
@@ -52,7 +62,13 @@ __all__ = [
     "REGISTER_WIDE_N",
     "MAX_K",
     "SMALL_ROW_N",
+    "DTYPES",
 ]
+
+#: The logits formats the kernels read, by torch dtype name.
+DTYPES = tuple(KEY_FORMATS)
+#: 16-byte vectors per thread per tile of a 16-bit configuration.
+UNROLL_16BIT = 2
 
 #: Rows at least this long may be cut across several CTAs when rows are few.
 SPLIT_MIN_N = 32768
@@ -153,6 +169,7 @@ def route_static(
     mode: str = "decode",
     with_values: bool = False,
     deterministic: bool = False,
+    dtype: str = "float32",
 ) -> Route:
     """Choose the configuration and grid for a launch.
 
@@ -165,6 +182,8 @@ def route_static(
         mode: the kernels' window source: ``"decode"``, ``"prefill"`` or ``"full"``.
         with_values: the kernel also writes the selected values.
         deterministic: the K-th value's tie class yields its smallest indices.
+        dtype: the logits format, one of :data:`DTYPES` (``"float32"``, ``"bfloat16"``,
+            ``"float16"``).
 
     Returns:
         The :class:`Route`. It is a pure function of its arguments, so a launch key made from
@@ -182,7 +201,11 @@ def route_static(
         raise ValueError(f"k must be in [1, {MAX_K}], got {k}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    reg = _register_core(spec, rows, n_env, mode, with_values, deterministic)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    reg = None
+    if dtype == "float32":
+        reg = _register_core(spec, rows, n_env, mode, with_values, deterministic)
     if reg is not None and reg.smem_bytes * reg.resident <= spec.smem_per_sm:
         config = replace(reg, mode=mode, with_values=with_values, deterministic=deterministic)
         return Route(config=config, parts=1, grid=rows, workspace_words=0, n_env=n_env)
@@ -204,6 +227,8 @@ def route_static(
             f"k={k} needs more shared memory per block than {spec.name} offers "
             f"({spec.smem_per_block} bytes)"
         )
+    if dtype != "float32":
+        core = replace(core, dtype=dtype, unroll=UNROLL_16BIT, prefetch=True)
     config = replace(core, mode=mode, with_values=with_values, deterministic=deterministic)
     return Route(
         config=config,
@@ -232,7 +257,7 @@ def route_dynamic(route: Route, n: int, k: int, lead: int = 0) -> RowPlan:
 def routed_configs(spec: DeviceSpec) -> Iterator[StreamingConfig | RegisterConfig]:
     """Every distinct configuration :func:`route_static` produces for ``spec``, over the shapes
     at both sides of every routing boundary, in every call mode with and without values and
-    deterministic ties."""
+    deterministic ties, for every logits dtype."""
     s = spec.sm_count
     seen: dict = {}
     for rows in sorted({1, 2, s // 2, s // 2 + 1, s, s + 1, 4 * s}):
@@ -251,23 +276,23 @@ def routed_configs(spec: DeviceSpec) -> Iterator[StreamingConfig | RegisterConfi
             SPLIT_MIN_N,
             262144,
         ):
-            for k in (512, MAX_K):
-                for mode in MODES:
-                    for with_values in (False, True):
-                        for det in (False, True):
-                            try:
-                                r = route_static(
-                                    spec,
-                                    rows=rows,
-                                    n_env=n_env,
-                                    k=k,
-                                    mode=mode,
-                                    with_values=with_values,
-                                    deterministic=det,
-                                )
-                            except ValueError:  # K too large for this part's shared memory
-                                continue
-                            seen.setdefault(r.config, None)
+            for k, mode, with_values, det, dtype in itertools.product(
+                (512, MAX_K), MODES, (False, True), (False, True), DTYPES
+            ):
+                try:
+                    r = route_static(
+                        spec,
+                        rows=rows,
+                        n_env=n_env,
+                        k=k,
+                        mode=mode,
+                        with_values=with_values,
+                        deterministic=det,
+                        dtype=dtype,
+                    )
+                except ValueError:  # K too large for this part's shared memory
+                    continue
+                seen.setdefault(r.config, None)
     yield from seen
 
 

@@ -77,18 +77,22 @@ def check_windows(logits, starts, lengths, k, out, values=None):
     """Exact check of a top-K result on the GPU.
 
     Args:
-        logits: float32 (rows, >= width) CUDA tensor (any row stride).
+        logits: float32, bfloat16 or float16 (rows, >= width) CUDA tensor (any row stride).
         starts: int (rows,) window starts (0 for decode rows).
         lengths: int (rows,) valid lengths.
         k: top-K size.
         out: int32 (rows, k) indices in the window-local frame.
-        values: optional float32 (rows, k) values output.
+        values: optional (rows, k) values output (float32, or the 16-bit logits dtype).
 
     Returns:
         A bool CUDA tensor (rows,): True where the row is exact.
     """
     import torch
 
+    # 16-bit logits and values: checked on their exact float32 widening
+    pad_value = torch.finfo(values.dtype if values is not None else logits.dtype).min
+    logits = logits.float() if logits.dtype != torch.float32 else logits
+    values = values.float() if values is not None and values.dtype != torch.float32 else values
     lengths = lengths.to(torch.int64)
     wmax = max(int(lengths.max().item()) if lengths.numel() else 0, k, 1)
     keys, vals, inside, rows = _window_keys(logits, starts, lengths, wmax)
@@ -108,19 +112,22 @@ def check_windows(logits, starts, lengths, k, out, values=None):
     if values is not None:
         got = values.contiguous().view(torch.int32)
         ref = torch.gather(vals, 1, o.clamp(min=0, max=wmax - 1)).contiguous().view(torch.int32)
-        pad = torch.full_like(ref, -8388609)  # bits 0xFF7FFFFF: -FLT_MAX
+        # the dtype's most negative finite value (float32: bits 0xFF7FFFFF, -FLT_MAX)
+        pad = torch.full((1,), pad_value, device=ref.device).view(torch.int32).expand_as(ref)
         ok &= (got == torch.where(in_window, ref, pad)).all(dim=1)
     return ok
 
 
 def poison_beyond(logits, starts, lengths):
-    """Write ``+3e38`` everywhere outside each row's window (in place)."""
+    """Write ``+3e38`` (16-bit logits: the dtype's largest finite value) everywhere outside
+    each row's window (in place)."""
     import torch
 
     pos = torch.arange(logits.shape[1], device=logits.device)[None, :]
     s = starts.to(torch.int64)[:, None]
     e = s + lengths.to(torch.int64)[:, None]
-    logits.masked_fill_((pos < s) | (pos >= e), POISON)
+    poison = POISON if logits.dtype == torch.float32 else torch.finfo(logits.dtype).max
+    logits.masked_fill_((pos < s) | (pos >= e), poison)
 
 
 def families(name, rows, width, k, generator):
@@ -254,7 +261,8 @@ class KernelProvider:
         Outputs start poisoned (0x7FFFFFFF / 7.0 / -7) so unwritten slots are caught.
         ``route``: a :class:`gvr_kernels.routing.Route` to force (its configuration's call
         mode and flags are replaced by the arguments); by default the call is routed as the
-        dispatcher routes it, by its mode and flags."""
+        dispatcher routes it, by its mode, flags and the logits dtype (float32, bfloat16 or
+        float16; values come back in that dtype)."""
         from dataclasses import replace
 
         from .abi import KernelArgs
@@ -262,9 +270,10 @@ class KernelProvider:
 
         torch = self.torch
         rows = logits.shape[0]
+        dtype = str(logits.dtype).removeprefix("torch.")
         if route is None:
-            # Routed with the call's mode and flags: the router picks by them (some variants
-            # of a core spill and are routed elsewhere).
+            # Routed with the call's mode, flags and logits dtype: the router picks by them
+            # (some variants of a core spill and are routed elsewhere).
             route = route_static(
                 self.spec,
                 rows=rows,
@@ -273,13 +282,14 @@ class KernelProvider:
                 mode=mode,
                 with_values=values,
                 deterministic=det,
+                dtype=dtype,
             )
         cfg = replace(
             route.config, mode=mode, with_values=values, deterministic=det, record_paths=paths
         )
         fn = self.get(cfg)
         out = torch.full((rows, k), 0x7FFFFFFF, dtype=torch.int32, device=self.dev)
-        val = torch.full((rows, k) if values else (1, 1), 7.0, dtype=torch.float32, device=self.dev)
+        val = torch.full((rows, k) if values else (1, 1), 7.0, dtype=logits.dtype, device=self.dev)
         pth = torch.full((rows if paths else 1,), -7, dtype=torch.int32, device=self.dev)
         if route.workspace_words > self.workspace.numel():
             raise ValueError(f"the route needs {route.workspace_words} workspace words")

@@ -1,13 +1,25 @@
 """gvr-reference: the exact top-K oracle, the validator, the numba CPU engine and the workload
 generators of GVR (numpy + numba; no torch, no CUDA).
 
-Submodules: :mod:`~gvr_reference.keys` (the order key), :mod:`~gvr_reference.windows`,
-:mod:`~gvr_reference.oracle`, :mod:`~gvr_reference.validate`,
+Submodules: :mod:`~gvr_reference.keys` (the order key, of float32 and of the 16-bit formats),
+:mod:`~gvr_reference.windows`, :mod:`~gvr_reference.oracle`, :mod:`~gvr_reference.validate`,
 :mod:`~gvr_reference.cpu_engine`, :mod:`~gvr_reference.workloads`.
 """
 
 from . import cpu_engine, oracle, validate, windows, workloads
-from .keys import KEY_NAN, KEY_NEG_INF, KEY_POS_INF, KEY_POS_ZERO, key_to_float, order_key
+from .keys import (
+    KEY_FORMATS,
+    KEY_NAN,
+    KEY_NEG_INF,
+    KEY_POS_INF,
+    KEY_POS_ZERO,
+    KeyFormat,
+    format_keys,
+    key_format,
+    key_to_float,
+    order_key,
+    round_to_format,
+)
 from .oracle import PAD_INDEX, PAD_VALUE, topk_decode, topk_dense, topk_prefill, topk_windows
 from .validate import (
     FAILURE_CODES,
@@ -49,6 +61,11 @@ __all__ = [
     "KEY_POS_ZERO",
     "KEY_NEG_INF",
     "KEY_POS_INF",
+    "KeyFormat",
+    "KEY_FORMATS",
+    "key_format",
+    "format_keys",
+    "round_to_format",
     # modules
     "cpu_engine",
     "oracle",

@@ -49,6 +49,7 @@ class LadderParams:
             resolution: the survivor count of a rung at sample rank ``j`` has a relative
             spread of about ``1 / sqrt(j)``).
         retry_mult: the retry rung sits at sample rank ``retry_mult * j1``.
+        vec: scores per 16-byte vector: 4 for float32 rows, 8 for bfloat16 and float16 rows.
     """
 
     capacity: int
@@ -56,10 +57,15 @@ class LadderParams:
     aim_mult: int = 2
     min_hits: int = 32
     retry_mult: int = 3
+    vec: int = 4
 
     def __post_init__(self) -> None:
-        if self.sample_max % 4 or self.sample_max < 4:
-            raise ValueError(f"sample_max must be a positive multiple of 4, got {self.sample_max}")
+        if self.vec not in (4, 8):
+            raise ValueError(f"vec must be 4 or 8, got {self.vec}")
+        if self.sample_max % self.vec or self.sample_max < self.vec:
+            raise ValueError(
+                f"sample_max must be a positive multiple of {self.vec}, got {self.sample_max}"
+            )
         if self.capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
         for name in ("aim_mult", "min_hits", "retry_mult"):
@@ -81,10 +87,11 @@ class RowPlan:
 
     Attributes:
         nvec: number of whole 16-byte vectors, counted from the 16-byte-aligned address at or
-            below the window start; vector ``v`` holds window positions ``4v - lead + q``.
+            below the window start; vector ``v`` holds window positions ``vec * v - lead + q``
+            (``vec``: :attr:`LadderParams.vec`).
         tail_start: first window position not covered by a whole vector (scalar loads).
         unsampled: the row is short enough to stage every element (threshold key 0).
-        sample_vecs: number of sampled vectors (4 scores each).
+        sample_vecs: number of sampled vectors (``vec`` scores each).
         sample_step: vector stride of the sample; sampled vector ``t`` is ``t * sample_step``.
         j1: sample rank (from the top, 1-based) of the first rung.
         j2: sample rank of the retry rung.
@@ -105,23 +112,25 @@ def row_plan(n: Any, k: Any, lead: Any, p: LadderParams, ops: Any = PY_OPS) -> R
     Args:
         n: valid row length (scores), ``k < n < MAX_ROW_LENGTH`` for the sampled path.
         k: top-K size, ``1 <= k <= p.max_k()``.
-        lead: window start modulo 4 (0 for decode rows); the first ``lead`` lanes of vector 0
-            lie before the window and are masked by position.
+        lead: window start modulo ``p.vec`` (0 for decode rows); the first ``lead`` lanes of
+            vector 0 lie before the window and are masked by position.
         p: compile-time ladder parameters.
         ops: ``min``/``max``/``select`` for the value type (``PY_OPS`` for Python ints).
 
     Returns:
         The :class:`RowPlan`; fields are of the same type as ``n``.
     """
-    nvec = (lead + n) >> 2
-    tail_start = ops.max(nvec * 4 - lead, 0)
+    vec = p.vec
+    vshift = vec.bit_length() - 1
+    nvec = (lead + n) >> vshift
+    tail_start = ops.max(nvec * vec - lead, 0)
     aim = k * p.aim_mult
     unsampled = n <= aim * 2
     # Sample size: about min_hits scores above the aim rung, within [1024, sample_max].
     s_target = ops.min(ops.max((n // aim) * p.min_hits, 1024), p.sample_max)
-    sample_vecs = ops.max(ops.min(s_target >> 2, nvec), 1)
+    sample_vecs = ops.max(ops.min(s_target >> vshift, nvec), 1)
     sample_step = ops.max(nvec // sample_vecs, 1)
-    s = sample_vecs * 4
+    s = sample_vecs * vec
     j1 = ops.max((aim * s) // ops.max(n, 1), 1)
     j2 = ops.min(j1 * p.retry_mult, s)
     return RowPlan(

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .keys import order_key
+from .keys import format_keys, key_format
 from .ladder import LadderParams, row_plan
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "bitlen",
     "narrow_threshold",
     "crowded_rung",
+    "crowd_min_ties",
     "rung_with_ties",
     "select_rule",
     "simulate_row",
@@ -88,10 +89,13 @@ class ModelConfig:
     Attributes:
         params: the ladder parameters.
         parts: CTAs per row (``> 1``: split rows, no retry rung).
+        dtype: the score format the kernel reads (``gvr_reference.keys.KEY_FORMATS``): its
+            key space is the one the radix levels narrow (``[0, 0xFFFF]`` for 16-bit scores).
     """
 
     params: LadderParams
     parts: int = 1
+    dtype: str = "float32"
 
 
 @dataclass(frozen=True)
@@ -153,28 +157,34 @@ def _bin_range(lo: int, hi: int, b: int, shift: int) -> tuple[int, int]:
     return lo_b, hi_b
 
 
-def narrow_threshold(keys: np.ndarray, j: int, lo: int = 0) -> tuple[int, int]:
+def narrow_threshold(
+    keys: np.ndarray, j: int, lo: int = 0, hi: int = 0xFFFFFFFF
+) -> tuple[int, int]:
     """A rung from a sample: a key ``T`` with ``j <= #(keys >= T) <= 2j`` (or a single key).
 
-    Radix narrowing from the key range ``[lo, KEY_MAX]``; it stops as soon as the crossing
-    bin's lower edge has at most ``2j`` sample keys at or above it, or the bin is a single key.
+    Radix narrowing from the key range ``[lo, hi]`` (``hi``: the key space's largest key); it
+    stops as soon as the crossing bin's lower edge has at most ``2j`` sample keys at or above
+    it, or the bin is a single key.
 
     Args:
         keys: uint32 sample keys.
         j: target rank from the top, ``1 <= j <= #(keys >= lo)``.
         lo: the lowest key of the range (keys below it are not candidates).
+        hi: the largest key of the key space (``0xFFFF`` for 16-bit scores).
 
     Returns:
         ``(T, count)`` with ``count = #(keys >= T)``.
     """
-    t, reached, _ = rung_with_ties(keys, j, lo)
+    t, reached, _ = rung_with_ties(keys, j, lo, hi)
     return t, reached
 
 
-def rung_with_ties(keys: np.ndarray, j: int, lo: int = 0) -> tuple[int, int, int]:
+def rung_with_ties(
+    keys: np.ndarray, j: int, lo: int = 0, hi: int = 0xFFFFFFFF
+) -> tuple[int, int, int]:
     """:func:`narrow_threshold` plus the sample keys equal to ``T`` when the narrowing ended
     on a single-key bin (``0`` when it stopped on a wider bin): ``(T, count, ties)``."""
-    hi, above = 0xFFFFFFFF, 0
+    above = 0
     while True:
         shift, hist = _level(keys, lo, hi)
         b, above_b = _crossing(hist, j - above)
@@ -186,18 +196,42 @@ def rung_with_ties(keys: np.ndarray, j: int, lo: int = 0) -> tuple[int, int, int
         lo, hi = lo_b, hi_b
 
 
-def crowded_rung(t: int, ties: int) -> bool:
+def crowd_min_ties(n: int, s: int, capacity: int, bits: int = 32, ops=None) -> int:
+    """Sample ties that make a single-key rung *crowded* (:func:`crowded_rung`).
+
+    float32: 2 (two sampled scores that are exactly equal betray a tie class: continuous
+    scores almost never tie). 16-bit scores tie all the time (a bfloat16 gaussian row of
+    262,144 scores holds about a dozen copies of every value near its top), so there the
+    sample must show a class of at least half the staging, ``ties * n / s >= capacity / 2``:
+    ``max(2, ceil(s * (capacity // 2) / n))``. Smaller classes stage like any other keys.
+
+    Args:
+        n, s: the row length and the sample size.
+        capacity: the staging capacity of the configuration.
+        bits: the score width (32 or 16).
+        ops: ``max`` for the value type (``gvr_reference.ladder.PY_OPS`` by default), so the
+            kernels trace the same formula.
+    """
+    if bits == 32:
+        return 2
+    mx = max if ops is None else ops.max
+    return mx((s * (capacity // 2) + n - 1) // mx(n, 1), 2)
+
+
+def crowded_rung(t: int, ties: int, key_max: int = 0xFFFFFFFF, min_ties: int = 2) -> bool:
     """Whether a rung from :func:`rung_with_ties` is a crowded single key.
 
     The narrowing ended on one key ``t`` that at least two sample keys share: the row likely
     holds a tie class at ``t`` (about ``ties * n / s`` scores), so the kernels stage the keys
     above it and complete the answer from its ties when fewer than ``k`` lie above. The NaN
-    key (``0xFFFFFFFF``, nothing above it) keeps the ordinary pass.
+    key (``key_max``, nothing above it) keeps the ordinary pass.
 
     Args:
         t, ties: the rung and its sample ties from :func:`rung_with_ties`.
+        key_max: the key space's largest key, the NaN key (``0xFFFF`` for 16-bit scores).
+        min_ties: sample ties that make it crowded (:func:`crowd_min_ties`).
     """
-    return ties >= 2 and t < 0xFFFFFFFF
+    return ties >= min_ties and t < key_max
 
 
 def select_rule(keys: np.ndarray, k: int, lo: int = 0, hi: int = 0xFFFFFFFF) -> tuple[int, int]:
@@ -228,10 +262,11 @@ def select_rule(keys: np.ndarray, k: int, lo: int = 0, hi: int = 0xFFFFFFFF) -> 
         lo, hi = lo_b, hi_b
 
 
-def _sample_keys(keys: np.ndarray, plan, lead: int) -> np.ndarray:
-    """Keys of the sampled vectors; lanes before the window start get key 0."""
+def _sample_keys(keys: np.ndarray, plan, lead: int, vec: int = 4) -> np.ndarray:
+    """Keys of the sampled vectors (``vec`` scores each); lanes before the window start get
+    key 0."""
     t = np.arange(plan.sample_vecs, dtype=np.int64) * plan.sample_step
-    pos = (t[:, None] * 4 + np.arange(4)[None, :] - lead).reshape(-1)
+    pos = (t[:, None] * vec + np.arange(vec)[None, :] - lead).reshape(-1)
     out = np.zeros(pos.size, dtype=np.uint32)
     ok = pos >= 0
     out[ok] = keys[pos[ok]]
@@ -242,10 +277,11 @@ def simulate_row(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) ->
     """Predict the kernel path of one row.
 
     Args:
-        values: float32 [n], the row's valid window.
+        values: float32 [n], the row's valid window (for a 16-bit ``cfg.dtype``, scores that are
+            values of that format, e.g. a widened bfloat16 row).
         k: top-K size.
         cfg: the kernel configuration.
-        lead: window start modulo 4 (prefill rows); decode rows use 0.
+        lead: window start modulo ``cfg.params.vec`` (prefill rows); decode rows use 0.
 
     Returns:
         The :class:`RowTrace`.
@@ -255,12 +291,14 @@ def simulate_row(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) ->
         return RowTrace(Path.SHORT, n)
     p = cfg.params
     plan = row_plan(n, k, lead, p)
-    keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
+    fmt = key_format(cfg.dtype)
+    keys = format_keys(np.ascontiguousarray(values, dtype=np.float32), fmt)
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=0, count1=n)
-    sample = _sample_keys(keys, plan, lead)
-    t1, _, ties = rung_with_ties(sample, plan.j1)
-    crowded = crowded_rung(t1, ties)
+    sample = _sample_keys(keys, plan, lead, p.vec)
+    t1, _, ties = rung_with_ties(sample, plan.j1, 0, fmt.key_max)
+    min_ties = crowd_min_ties(n, int(sample.size), p.capacity, fmt.bits)
+    crowded = crowded_rung(t1, ties, fmt.key_max, min_ties)
     eq1 = int(np.count_nonzero(keys == t1)) if crowded else 0
     count1 = int(np.count_nonzero(keys > t1 if crowded else keys >= t1))
     common = dict(n=n, t1=t1, count1=count1, sample_size=int(sample.size), j1=plan.j1, j2=plan.j2)
@@ -274,7 +312,7 @@ def simulate_row(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) ->
     # (a crowded rung whose tie scan found too few continues as an underestimate)
     if cfg.parts > 1:
         return RowTrace(Path.RESCUE_UNDERESTIMATE, **common)
-    t2, _ = narrow_threshold(sample, plan.j2)
+    t2, _ = narrow_threshold(sample, plan.j2, 0, fmt.key_max)
     if t2 >= t1:
         return RowTrace(Path.RESCUE_UNDERESTIMATE, **common)
     count2 = int(np.count_nonzero(keys >= t2))
@@ -304,5 +342,6 @@ def simulate_windows(
     traces = []
     for r in range(logits.shape[0]):
         s, n = int(starts[r]), int(lengths[r])
-        traces.append(simulate_row(logits[r, s : s + n], k, cfg, lead=s & 3))
+        lead = s & (cfg.params.vec - 1)
+        traces.append(simulate_row(logits[r, s : s + n], k, cfg, lead=lead))
     return traces

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _checks
-from .keys import order_key
+from .keys import key_format, order_key
 from .windows import RowWindows, decode_windows, dense_windows, prefill_row_windows
 
 __all__ = ["topk_windows", "topk_decode", "topk_prefill", "topk_dense", "PAD_INDEX", "PAD_VALUE"]
@@ -59,6 +59,7 @@ def topk_windows(
     deterministic: bool = True,
     sorted: bool = False,
     return_values: bool = False,
+    dtype: str = "float32",
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Exact top-K of every row window (the core the three call shapes share).
 
@@ -70,10 +71,15 @@ def topk_windows(
             indices.
         sorted: order each row's valid entries by descending value (ties by ascending index).
         return_values: also return the selected values.
+        dtype: the score format of the rows (``"float32"``, or ``"bfloat16"`` / ``"float16"``
+            with ``logits`` their exact float32 widening): the values are padded with that
+            format's most negative finite value. The selection itself is the same (widening
+            keeps the order).
 
     Returns:
         ``indices`` int32 ``[rows, k]`` (window-local, ``-1`` padded), or
-        ``(indices, values)`` with values float32 ``[rows, k]`` (``-FLT_MAX`` padded).
+        ``(indices, values)`` with values float32 ``[rows, k]`` (``-FLT_MAX`` padded, or the
+        16-bit format's most negative finite value).
 
     Raises:
         TypeError: wrong array types or dtypes, or non-bool options.
@@ -89,7 +95,8 @@ def topk_windows(
     _checks.check_windows_fit(windows.starts, windows.lengths, rows, width)
 
     indices = np.full((rows, k), PAD_INDEX, dtype=np.int32)
-    values = np.full((rows, k), PAD_VALUE, dtype=np.float32) if return_values else None
+    pad = np.uint32(key_format(dtype).neg_max_widened_bits).view(np.float32)
+    values = np.full((rows, k), pad, dtype=np.float32) if return_values else None
     for r in range(rows):
         start, n = int(windows.starts[r]), int(windows.lengths[r])
         if n == 0:

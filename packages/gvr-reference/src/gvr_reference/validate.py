@@ -36,7 +36,7 @@ from numba import prange
 
 from . import _checks
 from ._numba_core import PAD_VALUE_BITS, count_key_at_least, flat_rows, key_of
-from .keys import key_to_float, order_key
+from .keys import key_format, key_to_float, order_key
 from .windows import RowWindows, decode_windows, dense_windows, prefill_row_windows
 
 __all__ = [
@@ -134,7 +134,7 @@ class ValidationReport:
 
 
 @numba.njit(cache=True, nogil=True)
-def _check_row(srow, row, k, idx_row, val_row, has_values):
+def _check_row(srow, row, k, idx_row, val_row, has_values, pad_bits):
     """Failure bit mask of one row (see the module doc)."""
     n = row.shape[0]
     m = min(k, n)
@@ -176,7 +176,7 @@ def _check_row(srow, row, k, idx_row, val_row, has_values):
     if has_values:
         for j in range(k):
             if j >= m:
-                if val_row[j] != PAD_VALUE_BITS:
+                if val_row[j] != pad_bits:
                     code |= _VALUES_PADDING
             else:
                 v = idx_row[j]
@@ -186,13 +186,13 @@ def _check_row(srow, row, k, idx_row, val_row, has_values):
 
 
 @numba.njit(parallel=True, cache=True)
-def _check_rows(sbits, flat, row_stride, starts, lengths, k, idx, vals, has_values):
+def _check_rows(sbits, flat, row_stride, starts, lengths, k, idx, vals, has_values, pad_bits):
     rows = starts.shape[0]
     codes = np.zeros(rows, np.int32)
     for r in prange(rows):
         lo = r * row_stride + starts[r]
         hi = lo + lengths[r]
-        codes[r] = _check_row(sbits[lo:hi], flat[lo:hi], k, idx[r], vals[r], has_values)
+        codes[r] = _check_row(sbits[lo:hi], flat[lo:hi], k, idx[r], vals[r], has_values, pad_bits)
     return codes
 
 
@@ -202,7 +202,12 @@ def _fmt(x: np.float32) -> str:
 
 
 def _explain_row(
-    segment: np.ndarray, k: int, idx_row: np.ndarray, val_row: np.ndarray | None, codes: list
+    segment: np.ndarray,
+    k: int,
+    idx_row: np.ndarray,
+    val_row: np.ndarray | None,
+    codes: list,
+    pad_bits: int = PAD_VALUE_BITS,
 ) -> list[str]:
     """Readable explanations of one failing row (pure numpy; only a few rows get one)."""
     n = segment.shape[0]
@@ -248,9 +253,10 @@ def _explain_row(
                 f"{_fmt(val_row[j])}, logit is {_fmt(segment[head[j]])}"
             )
     if val_row is not None and "values_padding" in codes:
-        bad = np.flatnonzero(val_row[m:].view(np.uint32) != PAD_VALUE_BITS)[:4] + m
+        bad = np.flatnonzero(val_row[m:].view(np.uint32) != pad_bits)[:4] + m
+        pad = _fmt(np.uint32(pad_bits).view(np.float32))
         out.append(
-            f"values_padding: slots {bad.tolist()} must be -FLT_MAX, got "
+            f"values_padding: slots {bad.tolist()} must be {pad} (the pad), got "
             f"{[_fmt(val_row[j]) for j in bad]}"
         )
     return out
@@ -275,6 +281,7 @@ def check_topk(
     k: int,
     indices: np.ndarray,
     values: np.ndarray | None = None,
+    dtype: str = "float32",
 ) -> ValidationReport:
     """Validate a top-K answer against row windows.
 
@@ -285,6 +292,9 @@ def check_topk(
         indices: the answer, a numpy array (int32 ``[rows, k]`` expected; any other dtype or
             shape is reported, not raised).
         values: the optional values answer (float32 ``[rows, k]`` expected).
+        dtype: the score format the call read (``"float32"``, or ``"bfloat16"`` / ``"float16"``
+            with ``logits`` and ``values`` their exact float32 widening): the values' pad
+            beside ``-1`` is that format's most negative finite value.
 
     Returns:
         a :class:`ValidationReport`.
@@ -295,6 +305,7 @@ def check_topk(
     """
     rows, width = _checks.check_logits(logits)
     k = _checks.check_k(k)
+    pad_bits = key_format(dtype).neg_max_widened_bits
     if not isinstance(windows, RowWindows):
         raise TypeError(f"windows must be a RowWindows, got {type(windows).__name__}")
     _checks.check_windows_fit(windows.starts, windows.lengths, rows, width)
@@ -346,6 +357,7 @@ def check_topk(
             idx,
             vbits,
             has_values,
+            np.uint32(pad_bits),
         )
         for r in np.flatnonzero(codes).tolist():
             found = [name for bit, name in _BIT_CODES if codes[r] & bit]
@@ -358,7 +370,9 @@ def check_topk(
                 continue
             start, n = int(windows.starts[r]), int(windows.lengths[r])
             val_row = None if vals is None else vals[r].view(np.float32)
-            details[r] = _explain_row(logits[r, start : start + n], k, idx[r], val_row, failures[r])
+            details[r] = _explain_row(
+                logits[r, start : start + n], k, idx[r], val_row, failures[r], pad_bits
+            )
     report = ValidationReport(
         ok=not failures, rows_checked=rows, failures=failures, details=details, notes=notes
     )

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks
+from .keys import key_format, round_to_format
 from .oracle import topk_windows
 from .validate import ValidationReport, check_topk
 from .windows import RowWindows, decode_windows
@@ -461,6 +462,13 @@ def _fill(view, values, windows: RowWindows, poison: bool) -> None:
         view[r, s : s + n] = values[r, :n]
 
 
+def _round(arena: np.ndarray, dtype: str) -> None:
+    """Round every score of ``arena`` to ``dtype`` in place (float32: nothing to do)."""
+    fmt = key_format(dtype)
+    if fmt.bits != 32:
+        arena[...] = round_to_format(arena, fmt)
+
+
 @dataclass(frozen=True)
 class _Batch:
     logits: np.ndarray
@@ -470,6 +478,9 @@ class _Batch:
     row_stride: int
     windows: RowWindows
     family: str
+    #: the score format the values were rounded to (``gvr_reference.keys.KEY_FORMATS``); the
+    #: arrays hold its exact float32 widening
+    dtype: str = "float32"
 
     @property
     def rows(self) -> int:
@@ -478,12 +489,12 @@ class _Batch:
 
     def check(self, indices: np.ndarray, values: np.ndarray | None = None) -> ValidationReport:
         """Validate an answer for this batch (see :func:`gvr_reference.validate.check_topk`)."""
-        return check_topk(self.logits, self.windows, self.k, indices, values)
+        return check_topk(self.logits, self.windows, self.k, indices, values, self.dtype)
 
     def reference(self, **options):
         """The oracle's answer for this batch (options as in
         :func:`gvr_reference.oracle.topk_windows`)."""
-        return topk_windows(self.logits, self.windows, self.k, **options)
+        return topk_windows(self.logits, self.windows, self.k, dtype=self.dtype, **options)
 
 
 @dataclass(frozen=True)
@@ -526,6 +537,7 @@ def make_decode_batch(
     family: str = "gaussian",
     lengths: str = "ragged",
     poison: bool = True,
+    dtype: str = "float32",
 ) -> DecodeBatch:
     """A decode batch of ``batch`` requests x ``next_n`` rows.
 
@@ -550,6 +562,9 @@ def make_decode_batch(
         family: a name in :data:`FAMILIES`.
         lengths: ``"ragged"``, ``"full"`` or ``"edge"``.
         poison: write ``+3e38`` beyond every row's length and in the arena padding.
+        dtype: ``"float32"``, or ``"bfloat16"`` / ``"float16"``: every score (poison included)
+            is rounded to that format (:func:`gvr_reference.keys.round_to_format`) and the
+            arrays hold its float32 widening (upload them with ``.to(dtype)``: exact).
 
     Raises:
         TypeError, ValueError: bad arguments.
@@ -580,6 +595,7 @@ def make_decode_batch(
     windows = decode_windows(kv_lens, next_n, cr, width)
     arena, view, stride = _arena(rows, width, row_stride, poison)
     _fill(view, fn(rng, rows, width, k, lengths=windows.lengths), windows, poison)
+    _round(arena, dtype)
     return DecodeBatch(
         logits=view,
         arena=arena,
@@ -588,6 +604,7 @@ def make_decode_batch(
         row_stride=stride,
         windows=windows,
         family=family,
+        dtype=dtype,
         kv_lens=kv_lens,
         next_n=next_n,
         compress_ratio=cr,
@@ -605,6 +622,7 @@ def make_prefill_batch(
     misaligned: bool = True,
     lengths: str = "ragged",
     poison: bool = True,
+    dtype: str = "float32",
 ) -> PrefillBatch:
     """A prefill batch: row ``r`` selects from ``[row_starts[r], row_ends[r])``.
 
@@ -626,6 +644,7 @@ def make_prefill_batch(
         lengths: ``"ragged"``, ``"full"`` or ``"edge"``.
         poison: write ``+3e38`` outside every window (including the 3 elements before each
             start) and in the arena padding.
+        dtype: the score format, as in :func:`make_decode_batch`.
 
     Raises:
         TypeError, ValueError: bad arguments.
@@ -660,6 +679,7 @@ def make_prefill_batch(
     windows = RowWindows(starts, n)
     arena, view, stride = _arena(rows, width, row_stride, poison)
     _fill(view, fn(rng, rows, width, k, lengths=n), windows, poison)
+    _round(arena, dtype)
     return PrefillBatch(
         logits=view,
         arena=arena,
@@ -668,6 +688,7 @@ def make_prefill_batch(
         row_stride=stride,
         windows=windows,
         family=family,
+        dtype=dtype,
         row_starts=row_starts,
         row_ends=row_ends,
     )
@@ -683,10 +704,11 @@ def make_dense_batch(
     row_stride: int | None = None,
     lengths: str | None = None,
     poison: bool = True,
+    dtype: str = "float32",
 ) -> DenseBatch:
     """A dense batch: full rows (``lengths=None``, the call passes no lengths) or per-row
     lengths (``"ragged"``, ``"full"``, ``"edge"`` as in :func:`make_prefill_batch`, passed as an
-    int32 array).
+    int32 array); ``dtype`` as in :func:`make_decode_batch`.
 
     Raises:
         TypeError, ValueError: bad arguments.
@@ -707,6 +729,7 @@ def make_dense_batch(
     windows = RowWindows(np.zeros(rows, np.int64), n)
     arena, view, stride = _arena(rows, width, row_stride, poison)
     _fill(view, fn(rng, rows, width, k, lengths=n), windows, poison)
+    _round(arena, dtype)
     return DenseBatch(
         logits=view,
         arena=arena,
@@ -715,5 +738,6 @@ def make_dense_batch(
         row_stride=stride,
         windows=windows,
         family=family,
+        dtype=dtype,
         lengths=None if lengths is None else n.astype(np.int32),
     )

@@ -6,78 +6,157 @@ and +-inf. Two canonicalisations make the integer order exactly ``torch.topk``'s
 every NaN maps to ``0xFFFFFFFF`` (above ``key(+inf) = 0xFF800000``), and ``-0.0`` maps to
 ``key(+0.0) = 0x80000000`` (one tie class). Denormals keep distinct keys: membership is
 decided on these integers, so no float comparison (and no flush-to-zero) is ever involved.
+
+Every function takes the score format as a compile-time :class:`gvr_reference.keys.KeyFormat`
+(default float32). A 16-bit format's raw bits arrive zero-extended in a ``Uint32`` and its keys
+are the same map within 16 bits (``[0, 0xFFFF]``, NaN ``0xFFFF``), so the float32 code is
+unchanged and the 16-bit code is the same handful of integer operations.
 """
 
 from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, Uint32
+from cutlass import Int32, Uint32, const_expr
+from gvr_reference.keys import KEY_FORMATS, KeyFormat
 
+#: The float32 format, the default of every function here.
+F32: KeyFormat = KEY_FORMATS["float32"]
+#: The float32 key space's largest key (the NaN key); also the top of the index-key space of
+#: the deterministic tie mode, whatever the score format.
 KEY_MAX = 0xFFFFFFFF
 #: Bits of -FLT_MAX, the value written beside a -1 index.
 NEG_FLT_MAX_BITS = 0xFF7FFFFF
 
 
-@cute.jit
-def order_key(bits: Uint32) -> Uint32:
-    """uint32 order key of the fp32 value with raw bits ``bits``."""
-    flip = Uint32(0x80000000) | (Uint32(0) - (bits >> Uint32(31)))
-    key = bits ^ flip
-    key = Uint32(
-        cutlass.select_((bits & Uint32(0x7FFFFFFF)) > Uint32(0x7F800000), Uint32(KEY_MAX), key)
-    )
-    key = Uint32(cutlass.select_(bits == Uint32(0x80000000), Uint32(0x80000000), key))
-    return key
+def format_of(cfg) -> KeyFormat:
+    """The score format of a configuration (``cfg.key_format``; float32 when it has none)."""
+    return getattr(cfg, "key_format", F32)
 
 
 @cute.jit
-def stream_threshold(thr_key: Uint32) -> Uint32:
+def order_key(bits: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
+    """uint32 order key of the score with raw bits ``bits`` (zero-extended for 16 bits)."""
+    if const_expr(fmt.bits == 32):
+        flip = Uint32(0x80000000) | (Uint32(0) - (bits >> Uint32(31)))
+        key = bits ^ flip
+        key = Uint32(
+            cutlass.select_((bits & Uint32(0x7FFFFFFF)) > Uint32(0x7F800000), Uint32(KEY_MAX), key)
+        )
+        key = Uint32(cutlass.select_(bits == Uint32(0x80000000), Uint32(0x80000000), key))
+        return key
+    else:
+        key = raw_key(bits, fmt)
+        key = Uint32(cutlass.select_(_is_nan(bits, fmt), Uint32(fmt.key_max), key))
+        key = Uint32(cutlass.select_(bits == Uint32(fmt.sign), Uint32(fmt.sign), key))
+        return key
+
+
+@cute.jit
+def _is_nan(bits: Uint32, fmt: cutlass.Constexpr) -> cutlass.Boolean:
+    return (bits & Uint32(fmt.mask ^ fmt.sign)) > Uint32(fmt.inf_bits)
+
+
+@cute.jit
+def stream_threshold(thr_key: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
     """The threshold :func:`survives` compares raw keys against, for the canonical ``thr_key``.
 
     The raw key ``bits ^ (0x80000000 | -(bits >> 31))`` equals the canonical key for every
     non-NaN value except ``-0.0`` (raw ``0x7FFFFFFF``, canonical ``0x80000000``); no other
     value has raw key ``0x7FFFFFFF``. So for non-NaN ``x``:
     ``key(x) >= T  <=>  raw(x) >= (T == 0x80000000 ? 0x7FFFFFFF : T)``.
+
+    16-bit formats are tested top-aligned (:func:`top_aligned`): the raw key of ``b << 16`` is
+    ``raw16(b) << 16`` plus ``0`` or ``0xFFFF`` below, so ``key16(x) >= T`` is
+    ``raw(x << 16) >= stream_threshold(T << 16)`` by the same rule.
     """
+    if const_expr(fmt.bits == 16):
+        thr_key = thr_key << Uint32(16)
     return Uint32(cutlass.select_(thr_key == Uint32(0x80000000), Uint32(0x7FFFFFFF), thr_key))
 
 
 @cute.jit
-def survives(bits: Uint32, raw_thr: Uint32) -> cutlass.Boolean:
+def survives(top: Uint32, raw_thr: Uint32, fmt: cutlass.Constexpr = F32) -> cutlass.Boolean:
     """``order_key(bits) >= T`` with ``raw_thr = stream_threshold(T)``, in about five integer
-    operations: the raw-key compare, or NaN (whose canonical key is the maximum)."""
-    raw = raw_key(bits)
-    is_nan = (bits & Uint32(0x7FFFFFFF)) > Uint32(0x7F800000)
-    return (raw >= raw_thr) | is_nan
+    operations: the raw-key compare, or NaN (whose canonical key is the maximum). ``top``:
+    the score's bits top-aligned in 32 bits (:func:`top_aligned`; float32: the bits)."""
+    raw = raw_key(top)
+    nan_top = fmt.inf_bits << (32 - fmt.bits)
+    return (raw >= raw_thr) | ((top & Uint32(0x7FFFFFFF)) > Uint32(nan_top))
 
 
 @cute.jit
-def raw_key(bits: Uint32) -> Uint32:
-    """The raw key ``bits ^ (0x80000000 | -(bits >> 31))``: the order key of every non-NaN
-    value except ``-0.0`` (raw ``0x7FFFFFFF``), without the canonicalisations."""
-    return bits ^ (Uint32(Int32(bits) >> Int32(31)) | Uint32(0x80000000))
+def top_aligned(bits: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
+    """A score's raw bits moved to the top of 32 bits (what :func:`survives` tests)."""
+    if const_expr(fmt.bits == 16):
+        return bits << Uint32(16)
+    else:
+        return bits
 
 
 @cute.jit
-def tie_range(thr_key: Uint32):
+def raw_key(bits: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
+    """The raw key ``bits ^ (sign | -(bits >> (w - 1)))`` (within the format's ``w`` bits): the
+    order key of every non-NaN value except ``-0.0``, without the canonicalisations."""
+    if const_expr(fmt.bits == 32):
+        return bits ^ (Uint32(Int32(bits) >> Int32(31)) | Uint32(0x80000000))
+    else:
+        # Bit 15 spread over the low 16 bits (the high half of ``bits`` is zero).
+        spread = Uint32(Int32(bits << Uint32(16)) >> Int32(31)) >> Uint32(16)
+        return bits ^ (spread | Uint32(fmt.sign))
+
+
+@cute.jit
+def tie_range(thr_key: Uint32, fmt: cutlass.Constexpr = F32):
     """``(raw_lo, span)`` such that ``order_key(x) == thr_key  <=>  raw(x) - raw_lo < span``
-    (unsigned) for every value ``x``, NaN included (:func:`is_tie`).
+    (unsigned) for every value ``x``, NaN included (:func:`is_tie`; ``raw`` of the top-aligned
+    score, as :func:`survives` tests it).
 
     With :func:`stream_threshold`, ``key(x) == T`` is ``raw(x) >= stream_threshold(T)`` and
     not ``raw(x) >= stream_threshold(T + 1)`` for non-NaN ``x``. For ``T`` in
-    ``[key(-inf), key(+inf)]`` that raw interval holds no NaN's raw key (those are
-    ``[0, 0x007FFFFE]`` and ``[0xFF800001, 0xFFFFFFFF]``); any other ``T`` is no finite or
-    infinite value's key, and the span is 0.
+    ``[key(-inf), key(+inf)]`` that raw interval holds no NaN's raw key (float32: those are
+    ``[0, 0x007FFFFE]`` and ``[0xFF800001, 0xFFFFFFFF]``; a top-aligned 16-bit NaN's raw key
+    lies below ``key16(-inf) << 16`` or at or above ``(key16(+inf) + 1) << 16``); any other
+    ``T`` is no finite or infinite value's key, and the span is 0.
     """
-    lo = stream_threshold(thr_key)
-    hi = stream_threshold(thr_key + Uint32(1))
-    real = (thr_key >= Uint32(0x007FFFFF)) & (thr_key <= Uint32(0xFF800000))
+    lo = stream_threshold(thr_key, fmt)
+    hi = stream_threshold(thr_key + Uint32(1), fmt)
+    real = (thr_key >= Uint32(fmt.key_neg_inf)) & (thr_key <= Uint32(fmt.key_pos_inf))
     return lo, Uint32(cutlass.select_(real, hi - lo, Uint32(0)))
 
 
 @cute.jit
-def is_tie(bits: Uint32, raw_lo: Uint32, span: Uint32) -> cutlass.Boolean:
+def is_tie(bits: Uint32, raw_lo: Uint32, span: Uint32, fmt: cutlass.Constexpr = F32):
     """``order_key(bits) == T`` for ``(raw_lo, span) = tie_range(T)``: two integer operations
-    after the raw key."""
-    return (raw_key(bits) - raw_lo) < span
+    after the raw key (of the top-aligned score, the domain :func:`stream_threshold` and so
+    :func:`tie_range` work in)."""
+    return (raw_key(top_aligned(bits, fmt)) - raw_lo) < span
+
+
+@cute.jit
+def vector_top(words, fmt: cutlass.Constexpr = F32):
+    """The ``fmt.vec`` scores of one 16-byte vector top-aligned (:func:`top_aligned`), in
+    position order: one operation per 16-bit score, none for float32."""
+    if const_expr(fmt.bits == 32):
+        return [words[0], words[1], words[2], words[3]]
+    else:
+        out = []
+        for q in cutlass.range_constexpr(4):
+            out.append(words[q] << Uint32(16))
+            out.append(words[q] & Uint32(0xFFFF0000))
+        return out
+
+
+@cute.jit
+def vector_bits(words, fmt: cutlass.Constexpr = F32):
+    """The ``fmt.vec`` scores of one 16-byte vector (four loaded ``Uint32`` words), as raw
+    bits in position order: the words themselves for float32; for 16-bit scores the low
+    half then the high half of each word (little-endian), zero-extended."""
+    if const_expr(fmt.bits == 32):
+        return [words[0], words[1], words[2], words[3]]
+    else:
+        out = []
+        for q in cutlass.range_constexpr(4):
+            out.append(words[q] & Uint32(0xFFFF))
+            out.append(words[q] >> Uint32(16))
+        return out

@@ -8,8 +8,11 @@ spills upstream). Workspace traffic between CTAs uses L2-coherent ``.cg`` loads.
 
 from __future__ import annotations
 
+import cutlass
 import cutlass.cute as cute
-from cutlass import Uint32
+from cutlass import Uint32, const_expr
+
+from .keys import F32
 
 
 @cute.jit
@@ -52,3 +55,26 @@ def store_u32(ptr: cute.Pointer, value: Uint32):
 def prefetch_l2(ptr: cute.Pointer):
     """Ask L2 to fetch the line holding ``ptr`` (no register, no wait)."""
     cute.arch.inline_ptx("prefetch.global.L2 [{$r0}];", read_only_args=[ptr])
+
+
+@cute.jit
+def load_score(ptr: cute.Pointer, fmt: cutlass.Constexpr = F32) -> Uint32:
+    """One score of format ``fmt`` as raw bits (16-bit scores zero-extended), read-only path."""
+    if const_expr(fmt.bits == 32):
+        return load_scalar(ptr)
+    else:
+        return cute.arch.inline_ptx(
+            "ld.global.nc.u16 {$w0}, [{$r0}];",
+            write_only_types=[Uint32],
+            read_only_args=[ptr],
+        )
+
+
+@cute.jit
+def store_score(ptr: cute.Pointer, bits: Uint32, fmt: cutlass.Constexpr = F32):
+    """Store one score of format ``fmt`` given as raw bits (the low 16 bits for 16-bit
+    scores)."""
+    if const_expr(fmt.bits == 32):
+        store_u32(ptr, bits)
+    else:
+        cute.arch.inline_ptx("st.global.u16 [{$r0}], {$r1};", read_only_args=[ptr, bits])

@@ -10,7 +10,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Uint32
 
-from .keys import order_key
+from .keys import F32, order_key, vector_bits
 from .memory import load_vec4
 
 __all__ = ["load_sample"]
@@ -18,26 +18,35 @@ __all__ = ["load_sample"]
 
 @cute.jit
 def load_sample(
-    threads: cutlass.Constexpr, sample_max: cutlass.Constexpr, sample, base, lead: Int32, plan
+    threads: cutlass.Constexpr,
+    sample_max: cutlass.Constexpr,
+    sample,
+    base,
+    lead: Int32,
+    plan,
+    fmt: cutlass.Constexpr = F32,
 ):
-    """Keys of the sampled vectors into shared ``sample``; lanes before the window get key 0.
+    """Keys of the sampled vectors (``fmt.vec`` scores each) into shared ``sample``; lanes
+    before the window get key 0.
 
     Every thread issues all its sample loads before using any (addresses of missing vectors
     are clamped to vector 0 and their data discarded).
     """
     tid, _, _ = cute.arch.thread_idx()
-    per_thread = sample_max // (4 * threads)
+    vec = fmt.vec
+    per_thread = sample_max // (vec * threads)
     regs = []
     for s in cutlass.range_constexpr(per_thread):
         t = s * threads + tid
         ok = t < plan.sample_vecs
         v = cutlass.select_(ok, t * plan.sample_step, Int32(0))
-        regs.append(load_vec4(base + Int64(v) * Int64(4)))
+        regs.append(load_vec4(base + Int64(v) * Int64(vec)))
     for s in cutlass.range_constexpr(per_thread):
         t = s * threads + tid
         if t < plan.sample_vecs:
             v = t * plan.sample_step
-            for q in cutlass.range_constexpr(4):
-                key = order_key(regs[s][q])
-                key = cutlass.select_(v * 4 + q >= lead, key, Uint32(0))
-                sample[t * 4 + q] = key
+            bits = vector_bits(regs[s], fmt)
+            for q in cutlass.range_constexpr(vec):
+                key = order_key(bits[q], fmt)
+                key = cutlass.select_(v * vec + q >= lead, key, Uint32(0))
+                sample[t * vec + q] = key

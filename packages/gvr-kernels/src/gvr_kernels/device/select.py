@@ -20,9 +20,9 @@ import cutlass.cute as cute
 from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 
 from . import radix, warp
-from .keys import KEY_MAX, is_tie, order_key, tie_range
+from .keys import KEY_MAX, format_of, is_tie, order_key, tie_range, vector_bits
 from .layout import Action, Ctl, EmitArgs, Goal, HistArgs, Rank, Source
-from .memory import load_scalar, store_u32
+from .memory import load_score, store_score
 from .tiles import load_tile
 
 __all__ = ["narrow", "select_and_emit", "emit_rule", "emit_ties_in_order", "visit_row"]
@@ -163,14 +163,15 @@ def _histogram(
             if const_expr(_stages_keys(cfg)):
                 _count_key_warp(sh.hist, value, ok, ha.lo, ha.hi, ha.shift)
             else:
-                _count_entry(sh.hist, ha, value, sh.stage_idx[j], ok, True)
+                _count_entry(sh.hist, ha, value, sh.stage_idx[j], ok, True, format_of(cfg))
     if const_expr(src == Source.STAGE and not aggregate):
         for i in cutlass.range(tid, count, cfg.threads):
             value = sh.stage_bits[i]
             if const_expr(_stages_keys(cfg)):
                 _count_key_or_index(sh.hist, ha, value, sh.stage_idx[i])
             else:
-                _count_entry(sh.hist, ha, value, sh.stage_idx[i], Boolean(True), False)
+                fmt = format_of(cfg)
+                _count_entry(sh.hist, ha, value, sh.stage_idx[i], Boolean(True), False, fmt)
     if const_expr(src == Source.ROW):
         emit = EmitArgs(None, None, Int32(0), Int32(0), Int32(0), Int32(0), Uint32(0), Uint32(0))
         visit_row(cfg, sh, win, Action.HIST_WARP if aggregate else Action.HIST, ha, emit)
@@ -213,10 +214,18 @@ def _stages_keys(cfg) -> bool:
 
 
 @cute.jit
-def _count_entry(hist, ha, bits: Uint32, pos: Int32, ok: Boolean, warp_wide: cutlass.Constexpr):
-    """One candidate given by its raw bits; ``warp_wide``: the whole warp calls together, and
-    key levels aggregate a crowded bin (:func:`_count_key_warp`)."""
-    key = order_key(bits)
+def _count_entry(
+    hist,
+    ha,
+    bits: Uint32,
+    pos: Int32,
+    ok: Boolean,
+    warp_wide: cutlass.Constexpr,
+    fmt: cutlass.Constexpr,
+):
+    """One candidate given by its raw bits (format ``fmt``); ``warp_wide``: the whole warp
+    calls together, and key levels aggregate a crowded bin (:func:`_count_key_warp`)."""
+    key = order_key(bits, fmt)
     if const_expr(ha.rank == Rank.BY_INDEX):
         _count_key(
             hist, Uint32(KEY_MAX) - Uint32(pos), ok & (key == ha.eq_key), ha.lo, ha.hi, ha.shift
@@ -244,17 +253,19 @@ def visit_row(cfg: cutlass.Constexpr, sh, win, action: cutlass.Constexpr, ha, ea
     emits the selection (``ea``: :class:`~.layout.EmitArgs`)."""
     tid, _, _ = cute.arch.thread_idx()
     lane = cute.arch.lane_idx()
+    fmt = format_of(cfg)
     tile = cfg.threads * cfg.unroll
     for tb in cutlass.range(0, win.nvec, tile):
-        regs, oks, vs = load_tile(cfg.threads, cfg.unroll, win.base, tb, win.nvec, Int32(0))
+        regs, oks, vs = load_tile(cfg.threads, cfg.unroll, win.base, tb, win.nvec, Int32(0), fmt)
         for u in cutlass.range_constexpr(cfg.unroll):
-            for q in cutlass.range_constexpr(4):
-                pos = vs[u] * 4 + q - win.lead
-                _act(cfg, sh, action, regs[u][q], pos, oks[u] & (pos >= 0), ha, ea)
+            bits = vector_bits(regs[u], fmt)
+            for q in cutlass.range_constexpr(fmt.vec):
+                pos = vs[u] * fmt.vec + q - win.lead
+                _act(cfg, sh, action, bits[q], pos, oks[u] & (pos >= 0), ha, ea)
     if tid // 32 == 0:
         t = win.tail_start + lane
         ok = t < win.n
-        bits = load_scalar(win.base + (win.lead + cutlass.select_(ok, t, Int32(0))))
+        bits = load_score(win.base + (win.lead + cutlass.select_(ok, t, Int32(0))), fmt)
         _act(cfg, sh, action, bits, t, ok, ha, ea)
 
 
@@ -263,9 +274,9 @@ def _act(
     cfg: cutlass.Constexpr, sh, action: cutlass.Constexpr, bits: Uint32, pos: Int32, ok, ha, ea
 ):
     if const_expr(action == Action.HIST):
-        _count_entry(sh.hist, ha, bits, pos, ok, False)
+        _count_entry(sh.hist, ha, bits, pos, ok, False, format_of(cfg))
     elif const_expr(action == Action.HIST_WARP):
-        _count_entry(sh.hist, ha, bits, pos, ok, True)
+        _count_entry(sh.hist, ha, bits, pos, ok, True, format_of(cfg))
     else:
         _emit_entry(cfg, sh.ctl, ea, bits, pos, ok)
 
@@ -382,7 +393,7 @@ def _emit_key(cfg: cutlass.Constexpr, ctl, ea, key: Uint32, pos: Int32, ok, valu
     ``values_from`` (the row's window ``base``/``lead``) only when values are written."""
 
     def bits():
-        return load_scalar(values_from.base + (values_from.lead + pos))
+        return load_score(values_from.base + (values_from.lead + pos), format_of(cfg))
 
     is_eq = ok & (key == ea.thr) & (Uint32(pos) <= ea.idx_max)
     _emit_one(cfg, ctl, ea, bits, pos, ok & (key > ea.thr), is_eq)
@@ -390,7 +401,7 @@ def _emit_key(cfg: cutlass.Constexpr, ctl, ea, key: Uint32, pos: Int32, ok, valu
 
 @cute.jit
 def _emit_entry(cfg: cutlass.Constexpr, ctl, ea, bits: Uint32, pos: Int32, ok: Boolean):
-    key = order_key(bits)
+    key = order_key(bits, format_of(cfg))
     _emit_one(
         cfg,
         ctl,
@@ -429,11 +440,13 @@ def _emit_one(cfg: cutlass.Constexpr, ctl, ea, bits, pos: Int32, is_gt: Boolean,
 @cute.jit
 def write_slot(cfg: cutlass.Constexpr, ea, slot: Int32, pos: Int32, bits):
     """Write one selected entry: its index, and its value bits when ``cfg.with_values``
-    (``bits``: the raw bits, or a function that reads them, called only then)."""
+    (``bits``: the raw bits, or a function that reads them, called only then), in the
+    scores' format."""
     ea.out[ea.row, slot] = pos
     if const_expr(cfg.with_values):
         value = bits() if callable(bits) else bits
-        store_u32(ea.values.iterator + (Int64(ea.row) * Int64(ea.k) + Int64(slot)), value)
+        at = ea.values.iterator + (Int64(ea.row) * Int64(ea.k) + Int64(slot))
+        store_score(at, value, format_of(cfg))
 
 
 #: 16-byte vectors per thread in flight per step of the in-order tie scan.
@@ -459,19 +472,21 @@ def emit_ties_in_order(cfg: cutlass.Constexpr, sh, win, ea):
     tid, _, _ = cute.arch.thread_idx()
     lane = cute.arch.lane_idx()
     warp_id = tid // 32
+    fmt = format_of(cfg)
     unroll = TIE_SCAN_UNROLL
     tile = cfg.threads * unroll
-    raw_lo, span = tie_range(ea.thr)
+    raw_lo, span = tie_range(ea.thr, fmt)
     taken = Int32(0)
     tb = Int32(0)
     while (taken < ea.need_eq) & (tb < win.nvec):
-        regs, oks, vs = load_tile(cfg.threads, unroll, win.base, tb, win.nvec, Int32(0))
+        regs, oks, vs = load_tile(cfg.threads, unroll, win.base, tb, win.nvec, Int32(0), fmt)
         for u in cutlass.range_constexpr(unroll):
             elems = []
-            for q in cutlass.range_constexpr(4):
-                pos = vs[u] * 4 + q - win.lead
-                tie = oks[u] & (pos >= 0) & is_tie(regs[u][q], raw_lo, span)
-                elems.append((regs[u][q], pos, tie))
+            bits = vector_bits(regs[u], fmt)
+            for q in cutlass.range_constexpr(fmt.vec):
+                pos = vs[u] * fmt.vec + q - win.lead
+                tie = oks[u] & (pos >= 0) & is_tie(bits[q], raw_lo, span, fmt)
+                elems.append((bits[q], pos, tie))
             taken = _take_in_order(cfg, sh, ea, elems, taken)
         tb = tb + tile
     found = taken
@@ -480,8 +495,8 @@ def emit_ties_in_order(cfg: cutlass.Constexpr, sh, win, ea):
         if warp_id == 0:
             t = win.tail_start + lane
             ok = t < win.n
-            bits = load_scalar(win.base + (win.lead + cutlass.select_(ok, t, Int32(0))))
-            tie = ok & is_tie(bits, raw_lo, span)
+            bits = load_score(win.base + (win.lead + cutlass.select_(ok, t, Int32(0))), fmt)
+            tie = ok & is_tie(bits, raw_lo, span, fmt)
             ballot = cute.arch.vote_ballot_sync(tie)
             slot = taken + Int32(cute.arch.popc(ballot & cute.arch.lanemask_lt()))
             if tie & (slot < ea.need_eq):

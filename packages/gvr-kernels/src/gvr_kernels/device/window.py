@@ -9,8 +9,9 @@ Row ``row`` of a launch selects from the window ``[start, start + n)`` of its lo
 - ``mode="full"``: ``n = width``, ``start = 0``;
 
 always clamped to the logits width (never to the launch envelope). The phases address the
-window from the 16-byte-aligned element at or below its start (``lead = start % 4`` lanes
-before it are masked by position).
+window from the 16-byte-aligned element at or below its start (``lead = start % vec`` lanes
+before it are masked by position; ``vec`` scores per 16-byte vector: 4 for float32, 8 for the
+16-bit formats).
 """
 
 from __future__ import annotations
@@ -19,16 +20,25 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Uint32, const_expr
 
-from .keys import NEG_FLT_MAX_BITS
-from .memory import load_scalar, store_u32
+from .keys import F32, format_of
+from .memory import load_score, store_score
 
 __all__ = ["row_window", "write_short_row"]
 
 
 @cute.jit
-def row_window(mode: cutlass.Constexpr, logits, lens_a, lens_b, row: Int32, next_n, cr_shift):
-    """``(n, lead, base)`` of output row ``row``: the valid length, the window start modulo 4
-    and the pointer to the aligned element at or below the start."""
+def row_window(
+    mode: cutlass.Constexpr,
+    logits,
+    lens_a,
+    lens_b,
+    row: Int32,
+    next_n,
+    cr_shift,
+    fmt: cutlass.Constexpr = F32,
+):
+    """``(n, lead, base)`` of output row ``row``: the valid length, the window start modulo
+    ``fmt.vec`` and the pointer to the aligned element at or below the start."""
     width = logits.shape[1]
     n = width
     start = Int32(0)
@@ -41,7 +51,7 @@ def row_window(mode: cutlass.Constexpr, logits, lens_a, lens_b, row: Int32, next
         e = cutlass.min(cutlass.max(lens_b[row], s), width)
         n = e - s
         start = s
-    lead = start & Int32(3)
+    lead = start & Int32(fmt.vec - 1)
     # Element offset of the 16-byte-aligned address at or below the window start.
     row_off = Int64(row) * Int64(logits.stride[0]) + Int64(start - lead)
     return n, lead, logits.iterator + row_off
@@ -51,13 +61,15 @@ def row_window(mode: cutlass.Constexpr, logits, lens_a, lens_b, row: Int32, next
 def write_short_row(
     cfg: cutlass.Constexpr, out, values, base, lead: Int32, row: Int32, n: Int32, k: Int32
 ):
-    """``n <= k``: the identity, then ``-1`` (values: the scores, then ``-FLT_MAX``)."""
+    """``n <= k``: the identity, then ``-1`` (values: the scores, then the format's most
+    negative finite value)."""
     tid, _, _ = cute.arch.thread_idx()
+    fmt = format_of(cfg)
     for j in cutlass.range(tid, k, cfg.threads):
         inside = j < n
         out[row, j] = cutlass.select_(inside, j, Int32(-1))
         if const_expr(cfg.with_values):
-            bits = Uint32(NEG_FLT_MAX_BITS)
+            bits = Uint32(fmt.neg_max_bits)
             if inside:
-                bits = load_scalar(base + (lead + j))
-            store_u32(values.iterator + (Int64(row) * Int64(k) + Int64(j)), bits)
+                bits = load_score(base + (lead + j), fmt)
+            store_score(values.iterator + (Int64(row) * Int64(k) + Int64(j)), bits, fmt)

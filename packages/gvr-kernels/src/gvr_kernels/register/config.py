@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gvr_reference.keys import KeyFormat, key_format
 from gvr_reference.register_model import RegisterParams
 
 from ..family import layout_bytes
@@ -56,6 +57,14 @@ class RegisterConfig:
 
     #: The family this configuration belongs to (``gvr_kernels.registry``).
     family = "register"
+    #: The logits format: the register-resident family reads float32 only.
+    dtype = "float32"
+
+    @property
+    def key_format(self) -> KeyFormat:
+        """The order-key format of the logits (float32)."""
+        return key_format(self.dtype)
+
     #: 16-byte vectors per thread per tile when an oversize row is read from global memory.
     unroll = 4
     #: The staging buffer holds order keys (the selected values are read back from memory).

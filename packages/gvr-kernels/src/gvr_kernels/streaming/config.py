@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gvr_reference.keys import KeyFormat, key_format
 from gvr_reference.ladder import LadderParams
 
 from ..family import layout_bytes
@@ -51,6 +52,9 @@ class StreamingConfig:
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
             tensor.
         prefetch: the streaming pass asks L2 for the next tile while it tests the current one.
+        dtype: the logits format, ``"float32"``, ``"bfloat16"`` or ``"float16"``: 16-bit rows
+            are read as 16-byte vectors of 8 scores and selected on 16-bit order keys (two
+            radix levels decide any key); values are written in the same format.
     """
 
     mode: str = "decode"
@@ -66,8 +70,10 @@ class StreamingConfig:
     deterministic: bool = False
     record_paths: bool = False
     prefetch: bool = False
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
+        fmt = key_format(self.dtype)  # validates the name
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.threads not in (256, 512, 1024):
@@ -76,8 +82,11 @@ class StreamingConfig:
             raise ValueError(
                 f"capacity must be a multiple of 4 and >= threads, got {self.capacity}"
             )
-        if self.sample_max % (4 * self.threads):
-            raise ValueError(f"sample_max must be a multiple of 4 * threads, got {self.sample_max}")
+        if self.sample_max % (fmt.vec * self.threads):
+            raise ValueError(
+                f"sample_max must be a multiple of {fmt.vec} * threads for {self.dtype} rows, "
+                f"got {self.sample_max}"
+            )
         if not 1 <= self.unroll <= 8:
             raise ValueError(f"unroll must be in [1, 8], got {self.unroll}")
         _ = self.ladder  # validates the ladder fields
@@ -91,7 +100,13 @@ class StreamingConfig:
             aim_mult=self.aim_mult,
             min_hits=self.min_hits,
             retry_mult=self.retry_mult,
+            vec=self.key_format.vec,
         )
+
+    @property
+    def key_format(self) -> KeyFormat:
+        """The order-key format of the logits (``gvr_reference.keys.KeyFormat``)."""
+        return key_format(self.dtype)
 
     @property
     def max_k(self) -> int:
@@ -142,6 +157,8 @@ class StreamingConfig:
             f"a{self.aim_mult}",
             f"s{self.sample_max}",
         ]
+        if self.dtype != "float32":
+            parts.append({"bfloat16": "bf16", "float16": "f16"}[self.dtype])
         if (self.min_hits, self.retry_mult) != (32, 3):
             parts.append(f"h{self.min_hits}r{self.retry_mult}")
         if self.prefetch:

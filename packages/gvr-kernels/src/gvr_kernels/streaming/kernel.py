@@ -34,7 +34,11 @@ The shared-memory arrays come from ``StreamingConfig.shared_layout`` (allocated 
 functions of ``gvr_kernels.device``.
 
 Supported: fp32 logits with unit inner stride, a row stride that is a multiple of 4 elements and
-a 16-byte-aligned base; any ``1 <= k <= config.max_k``; rows up to ``2**26`` scores.
+a 16-byte-aligned base; with ``config.dtype`` bf16 or fp16, 16-bit logits with unit inner
+stride, a row stride that is a multiple of 8 elements and a 16-byte-aligned base (vectors of 8
+scores, 16-bit order keys: the same phases on keys of ``[0, 0xFFFF]``, so the sample and the
+selection need two radix levels at most); any ``1 <= k <= config.max_k``; rows up to ``2**26``
+scores.
 """
 
 from __future__ import annotations
@@ -44,12 +48,19 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 from gvr_reference.ladder import row_plan
-from gvr_reference.model import Path
+from gvr_reference.model import Path, crowd_min_ties
 
 from ..device import shared
-from ..device.keys import KEY_MAX, order_key, stream_threshold, survives
+from ..device.keys import (
+    KEY_MAX,
+    order_key,
+    stream_threshold,
+    survives,
+    top_aligned,
+    vector_top,
+)
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, Source, Window
-from ..device.memory import load_coherent, load_scalar, prefetch_l2
+from ..device.memory import load_coherent, load_score, prefetch_l2
 from ..device.ops import DEVICE_OPS
 from ..device.sampling import load_sample
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
@@ -67,18 +78,31 @@ def allocate_shared(cfg: cutlass.Constexpr):
     return shared.allocate_shared(cfg.shared_layout(), SMEM_ALIGN)
 
 
+def _half_of(word, high: int):
+    """A trace-time function giving the 16-bit score in the low (``high == 0``) or high half
+    of a loaded word, zero-extended."""
+
+    def value():
+        return word >> Uint32(16) if high else word & Uint32(0xFFFF)
+
+    return value
+
+
 class StreamingTopK:
-    """Exact top-K over rows of fp32 logits, streaming each row once (see module docstring).
+    """Exact top-K over rows of fp32 (or, by ``config.dtype``, bf16 / fp16) logits, streaming
+    each row once (see module docstring).
 
     Launch arguments: the common kernel ABI (``gvr_kernels.abi.KernelArgs``), all CUDA tensors
     (torch tensors through TVM-FFI) and int32 scalars:
 
     - ``logits``: fp32 ``(rows, width)``, strides ``(row_stride, 1)``, ``row_stride % 4 == 0``,
-      16-byte-aligned base.
+      16-byte-aligned base (16-bit ``dtype``: bf16 / fp16, ``row_stride % 8 == 0``).
     - ``lens_a``, ``lens_b``: int32; decode: ``kv_lens (rows // next_n,)`` and unused;
       prefill: ``row_starts (rows,)`` and ``row_ends (rows,)``; full: both unused.
     - ``out``: int32 ``(rows, k)``, window-local indices, ``-1`` padding.
-    - ``values``: fp32 ``(rows, k)`` when ``with_values`` (else any fp32 tensor, unused).
+    - ``values``: ``(rows, k)`` in the logits dtype when ``with_values`` (else any tensor of
+      that dtype, unused); ``-FLT_MAX`` (the dtype's most negative finite value) beside
+      ``-1``.
     - ``workspace``: uint32, at least ``rows * workspace_words_per_row`` words when ``split``
       (else unused); each row's 4 header words must be zero on entry and are zero again on
       exit.
@@ -150,7 +174,9 @@ class StreamingTopK:
         sh, _ = allocate_shared(cfg)
 
         # ---- 1. the row window
-        n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift)
+        n, lead, base = row_window(
+            cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift, cfg.key_format
+        )
 
         if n <= k:
             if part == 0:
@@ -168,6 +194,8 @@ class StreamingTopK:
     @cute.jit
     def _long_row(self, sh, out, values, workspace, paths, base, lead, row, part, parts, n, k):
         cfg = self.cfg
+        fmt = cfg.key_format
+        key_max = Uint32(fmt.key_max)
         tid, _, _ = cute.arch.thread_idx()
         plan = row_plan(n, k, lead, self.params, DEVICE_OPS)
         nvec = plan.nvec
@@ -186,10 +214,10 @@ class StreamingTopK:
         # ---- 2-3. sample and first rung
         thr_key = Uint32(0)
         code = Int32(Path.UNSAMPLED)
-        n_sample = plan.sample_vecs * 4
+        n_sample = plan.sample_vecs * fmt.vec
         if not plan.unsampled:
             code = Int32(Path.FIRST)
-            load_sample(cfg.threads, cfg.sample_max, sh.sample, base, lead, plan)
+            load_sample(cfg.threads, cfg.sample_max, sh.sample, base, lead, plan, fmt)
             cute.arch.barrier()
             thr_key, ties, _ = narrow(
                 cfg,
@@ -200,14 +228,15 @@ class StreamingTopK:
                 Goal.RUNG,
                 plan.j1,
                 Uint32(0),
-                Uint32(KEY_MAX),
+                key_max,
                 Uint32(0),
                 n_sample,
             )
             # A crowded single key (gvr_reference.model.crowded_rung): stage only the keys
             # above it (its ties are found later by the in-order scan). ``code == TIE`` marks
             # a crowded rung until the row's path is known.
-            if (ties >= 2) & (thr_key < Uint32(KEY_MAX)):
+            min_ties = crowd_min_ties(n, n_sample, cfg.capacity, fmt.bits, DEVICE_OPS)
+            if (ties >= min_ties) & (thr_key < key_max):
                 code = Int32(Path.TIE)
 
         # ---- 4. stream (a crowded rung: the keys above it). The path code and the rung wait
@@ -225,7 +254,7 @@ class StreamingTopK:
         n = sh.ctl[Ctl.N]
         plan = row_plan(n, k, lead, self.params, DEVICE_OPS)
         nvec = plan.nvec
-        n_sample = plan.sample_vecs * 4
+        n_sample = plan.sample_vecs * fmt.vec
         win = Window(base, lead, nvec, plan.tail_start, n)
         if const_expr(cfg.split):
             bid, _, _ = cute.arch.block_idx()
@@ -265,18 +294,17 @@ class StreamingTopK:
                             Goal.RUNG,
                             plan.j2,
                             Uint32(0),
-                            Uint32(KEY_MAX),
+                            key_max,
                             Uint32(0),
                             n_sample,
                         )
                         if thr2 < thr_key:
-                            thr_key = thr2
-                            lo_sel = thr2
-                            code = Int32(Path.RETRY)
                             cute.arch.barrier()
                             if tid == 0:
                                 sh.ctl[Ctl.CNT] = Int32(0)
                                 sh.ctl[Ctl.MAXKEY] = Int32(0)
+                                sh.ctl[Ctl.THR] = Int32(thr2)
+                                sh.ctl[Ctl.CODE] = Int32(Path.RETRY)
                             cute.arch.barrier()
                             count = self._stream(
                                 sh,
@@ -287,8 +315,13 @@ class StreamingTopK:
                                 Boolean(True),
                                 plan.tail_start,
                                 n,
-                                thr_key,
+                                thr2,
                             )
+                            # The rung and the path code waited in shared memory across
+                            # the pass.
+                            thr_key = Uint32(sh.ctl[Ctl.THR])
+                            lo_sel = thr_key
+                            code = sh.ctl[Ctl.CODE]
                 if count < k:
                     code = Int32(Path.RESCUE_UNDERESTIMATE)
                     lo_sel = Uint32(0)
@@ -296,9 +329,8 @@ class StreamingTopK:
                     code = Int32(Path.RESCUE_OVERFLOW)
                 if code >= Int32(Path.RESCUE_UNDERESTIMATE):
                     select_and_emit(
-                        cfg, sh, win, Source.ROW, out, values, row, k, lo_sel, Uint32(KEY_MAX),
-                        count,
-                    )  # fmt: skip
+                        cfg, sh, win, Source.ROW, out, values, row, k, lo_sel, key_max, count
+                    )
                 else:
                     max_key = Uint32(sh.ctl[Ctl.MAXKEY])
                     select_and_emit(
@@ -322,27 +354,41 @@ class StreamingTopK:
         counted but not written, so overflow is detected without writing out of bounds.
         """
         cfg = self.cfg
+        fmt = cfg.key_format
         tid, _, _ = cute.arch.thread_idx()
         warp_id = tid // 32
         lane = cute.arch.lane_idx()
         tile = cfg.threads * cfg.unroll
-        raw_thr = stream_threshold(thr_key)
+        raw_thr = stream_threshold(thr_key, fmt)
         # The 0-3 scalar tail scores first (staging is unordered): the row length and the
         # tail start are then dead during the tiles.
         if own_tail:
             if warp_id == 0:
                 t = tail_start + lane
                 ok = t < n
-                bits = load_scalar(base + (lead + cutlass.select_(ok, t, Int32(0))))
-                sel = ok & survives(bits, raw_thr)
-                stage_selected(cfg.capacity, sh, [(bits, t, sel)])
-        for tb in cutlass.range(v_begin, v_end, tile):
-            regs, oks, vs = load_tile(cfg.threads, cfg.unroll, base, tb, v_end, v_begin)
+                bits = load_score(base + (lead + cutlass.select_(ok, t, Int32(0))), fmt)
+                sel = ok & survives(top_aligned(bits, fmt), raw_thr, fmt)
+                stage_selected(cfg.capacity, sh, [(bits, t, sel)], False, fmt)
+        v_first = v_begin
+        if const_expr(cfg.mode == "prefill"):
+            # Vector 0 straddles a misaligned window start (lead > 0): its lanes inside the
+            # window, positions [0, vec - lead), are tested as scalars by warp 0 and the tiles
+            # start at vector 1, so the hot loop tests no lane against the start.
+            if (v_begin == 0) & (lead > 0) & (v_end > 0):
+                if warp_id == 0:
+                    ok = lane < fmt.vec - lead
+                    at = base + (lead + cutlass.select_(ok, lane, Int32(0)))
+                    bits = load_score(at, fmt)
+                    sel = ok & survives(top_aligned(bits, fmt), raw_thr, fmt)
+                    stage_selected(cfg.capacity, sh, [(bits, lane, sel)], False, fmt)
+                v_first = Int32(1)
+        for tb in cutlass.range(v_first, v_end, tile):
+            regs, oks, vs = load_tile(cfg.threads, cfg.unroll, base, tb, v_end, v_first, fmt)
             if const_expr(cfg.prefetch):
                 for u in cutlass.range_constexpr(cfg.unroll):
                     v = tb + tile + u * cfg.threads + tid
                     if v < v_end:
-                        prefetch_l2(base + Int64(v) * Int64(4))
+                        prefetch_l2(base + Int64(v) * Int64(fmt.vec))
             self._stage_tile(sh, regs, oks, vs, lead, raw_thr)
         cute.arch.barrier()
         return sh.ctl[Ctl.CNT]
@@ -350,18 +396,22 @@ class StreamingTopK:
     @cute.jit
     def _stage_tile(self, sh, regs, oks, vs, lead: Int32, raw_thr: Uint32):
         """Test a tile's scores (the hot loop: a few integer operations per score), then stage
-        the survivors."""
+        the survivors. Every lane of a tile's vectors lies inside the window (the vector that
+        straddles a misaligned start is tested before the tiles)."""
         cfg = self.cfg
+        fmt = cfg.key_format
         elems = []
         for u in cutlass.range_constexpr(cfg.unroll):
-            first = vs[u] == 0
-            for q in cutlass.range_constexpr(4):
-                # Lanes before the window start exist only in vector 0 (prefill rows, lead > 0);
-                # tested here, not held across the pass.
-                valid = oks[u] & ((lead <= q) | ~first)
-                sel = valid & survives(regs[u][q], raw_thr)
-                elems.append((regs[u][q], vs[u] * 4 + q - lead, sel))
-        stage_selected(cfg.capacity, sh, elems)
+            top = vector_top(regs[u], fmt)
+            for q in cutlass.range_constexpr(fmt.vec):
+                sel = oks[u] & survives(top[q], raw_thr, fmt)
+                if const_expr(fmt.bits == 16):
+                    # the 16-bit bits, extracted only for a survivor
+                    value = _half_of(regs[u][q // 2], q % 2)
+                else:
+                    value = regs[u][q]
+                elems.append((value, vs[u] * fmt.vec + q - lead, sel))
+        stage_selected(cfg.capacity, sh, elems, False, fmt)
 
     # ------------------------------------------------------------------ split rows
     @cute.jit
@@ -412,7 +462,7 @@ class StreamingTopK:
                     bits = load_coherent(slab_bits + i)
                     sh.stage_bits[i] = bits
                     sh.stage_idx[i] = Int32(load_coherent(slab_idx + i))
-                    top = cutlass.max(top, order_key(bits))
+                    top = cutlass.max(top, order_key(bits, cfg.key_format))
                 if tid < total:
                     max_ptr = cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
                     cute.arch.atomic_max(max_ptr, top)
