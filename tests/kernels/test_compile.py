@@ -122,7 +122,7 @@ def test_one_process_compiles_for_each_requested_arch(tmp_path):
         "from gvr_kernels.audit import cubin_arch, embedded_cubins\n"
         "from gvr_kernels.compile import compile_config\n"
         "from gvr_kernels.streaming import StreamingConfig\n"
-        "cfg = StreamingConfig(threads=256, capacity=1024, sample_max=1024, dtype='bfloat16')\n"
+        "cfg = StreamingConfig(threads=256, capacity=1024, sample_max=2048, dtype='bfloat16')\n"
         "for arch in ('sm_100a', 'sm_90a', 'sm_100a'):\n"
         "    compile_config(cfg, arch).export_to_c('k.o', function_name='k')\n"
         "    print(cubin_arch(embedded_cubins(open('k.o', 'rb').read())[0]))\n"
