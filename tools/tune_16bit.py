@@ -6,7 +6,6 @@ comes from (``benchmarks/results/h200/tune_16bit.log``):
     source .device/setup.sh && GVR_CACHE_DIR=/tmp/gvr-cache python3 tools/tune_16bit.py
 """
 
-import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -44,6 +43,7 @@ if __name__ == "__main__":
     from gvr_kernels.abi import KernelArgs
     from gvr_kernels.spec import spec_from_properties
     from gvr_kernels.testing import check_windows
+    from tune_register import timed  # the tools' one cold-L2 timer (this folder)
 
     spec = spec_from_properties(torch.cuda.get_device_properties(0))
     cases = plan(spec)
@@ -59,19 +59,6 @@ if __name__ == "__main__":
     torch.cuda.synchronize()
     ws = torch.zeros(1 << 22, dtype=torch.int32, device="cuda").view(torch.uint32)
     dummy = torch.zeros(1, dtype=torch.int32, device="cuda")
-
-    def cold(fn, reps=15):
-        ts = []
-        for _ in range(reps):
-            flush.zero_()
-            s = torch.cuda.Event(enable_timing=True)
-            e = torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            ts.append(s.elapsed_time(e) * 1e3)
-        return statistics.median(ts)
 
     for b, n, k, vs in cases:
         x32 = torch.randn(b, n, device="cuda")
@@ -89,5 +76,5 @@ if __name__ == "__main__":
             args = KernelArgs(x, kv, dummy, out, val, ws, dummy, k, 1, 0, route.parts)
             fn(*args)
             ok = bool(check_windows(x, torch.zeros_like(kv), kv, k, out).all())
-            line.append(f"{name}={cold(lambda: fn(*args)):.1f}{'' if ok else '!BAD'}")
+            line.append(f"{name}={timed(lambda: fn(*args), flush, 15):.1f}{'' if ok else '!BAD'}")
         print(" ".join(line), flush=True)
