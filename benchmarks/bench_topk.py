@@ -65,6 +65,9 @@ Providers (``--providers``, default ``gvr,gvr2,torch``):
   gvr-fp32   (``half`` sets) GVR on a float32 copy of the 16-bit rows (not timed: the copy)
   gvr2-fp32  (``half`` sets) gvr_2 on that float32 copy
   flashinfer-varlen  (``half`` sets) ``top_k_varlen(..., backend="auto")`` on the 16-bit rows
+  amax       the read floor: ``torch.amax(logits, dim=1)``, one pass over the same tensor
+             (not a top-K: recorded with ``exact: null`` and its time, for the bandwidth
+             comparison)
 
 gvr2 on the GPU machine: stage FlashInfer's ``top_k_varlen`` with the CuTe DSL from the
 project root, ``bash ../shared/device/stage.sh jit --gvr2``, carry ``.device`` and start the
@@ -106,6 +109,7 @@ PROVIDERS = (
     "gvr-fp32",
     "gvr2-fp32",
     "flashinfer-varlen",
+    "amax",
 )
 DEFAULT_PROVIDERS = "gvr,gvr2,torch"
 # Providers that promise an exact top-K: one inexact row of theirs fails the run (exit 1).
@@ -488,6 +492,10 @@ def make_call(name: str, case: Case, out: torch.Tensor):
         return gvr2_fp32_call(case, out)
     if name == "flashinfer-varlen":
         return flashinfer_varlen_call(case, out)
+    if name == "amax":
+        if case.set == "host":
+            return "a read floor, not a call path"
+        return (lambda: torch.amax(case.logits, dim=1)), None
     raise ValueError(f"unknown provider {name!r}")
 
 
@@ -874,8 +882,10 @@ def run_case(case: Case, timer: Timer, providers, records):
                 raise
             mine.append(Record(exact=None, note=f"failed: {_short(exc)}", **base))
             continue
-        ok = check_windows(case.logits, case.starts, case.lengths, case.k, out)
-        bad = int((~ok).sum())
+        bad = 0
+        if name != "amax":  # the read floor returns no top-K
+            ok = check_windows(case.logits, case.starts, case.lengths, case.k, out)
+            bad = int((~ok).sum())
         if bad:
             note = f"inexact: {bad} of {case.rows} rows; not timed"
             mine.append(Record(exact=False, note=note, **base))
@@ -890,7 +900,8 @@ def run_case(case: Case, timer: Timer, providers, records):
             continue
         mine.append(
             Record(
-                exact=True,
+                exact=None if name == "amax" else True,
+                note="read floor: one pass over the logits, not a top-K" if name == "amax" else "",
                 median_us=med,
                 p10_us=p10,
                 p90_us=p90,
@@ -1168,6 +1179,7 @@ LABELS = {
     "gvr-fp32": "GVR on a float32 copy",
     "gvr2-fp32": "gvr_2 on a float32 copy",
     "flashinfer-varlen": "flashinfer top_k_varlen (auto)",
+    "amax": "one read pass (torch.amax)",
 }
 assert set(LABELS) == set(PROVIDERS), "every provider has a label"
 
@@ -1255,7 +1267,7 @@ def summary(records) -> dict:
             sel = [r for r in recs if r["set"] == set_name and r["timing"] == timing]
             block: dict = {}
             for prov in PROVIDERS:
-                if prov == "torch":
+                if prov in ("torch", "amax"):
                     continue
                 sp = [
                     r["speedup_vs_torch"]
@@ -1300,6 +1312,18 @@ def summary(records) -> dict:
                 + f" for K = {', '.join(str(c['k']) for c in big)}; bf16 geomean"
                 f" {block['geomean_ratio']:.2f}x of fp32 over {block['cells']} cells"
             )
+    bw = bandwidth_cells(recs)
+    for timing, block in bw.items():
+        out.setdefault("bandwidth", {})[timing] = block
+        big = block["b512_n262144"]
+        if big:
+            headlines.append(
+                f"bandwidth, {timing}: at b=512, n=262144 GVR takes "
+                + ", ".join(f"{c['gvr_us']:.1f} us ({c['gvr_gbps']:.0f} GB/s)" for c in big)
+                + f" for K = {', '.join(str(c['k']) for c in big)}; one read pass (torch.amax)"
+                f" {min(c['amax_us'] for c in big):.1f} us; every cell with b >= 128 at most"
+                f" {block['worst_vs_gvr2_b128']:.2f}x gvr_2's time"
+            )
     grouped = ragged_vs_grouped(recs)
     for timing, block in grouped.items():
         out.setdefault("ragged_vs_grouped", {})[timing] = block
@@ -1312,6 +1336,43 @@ def summary(records) -> dict:
         out["by_set"] = by_set
     if headlines:
         out["headlines"] = headlines
+    return out
+
+
+def bandwidth_cells(recs) -> dict:
+    """Per timing, the decode-grid cells with b >= 128 (the bandwidth-bound shapes): GVR's
+    worst time over gvr_2's there, and for b = 512, n = 262,144 GVR's time and effective
+    bandwidth (bytes of scores read / time) beside the read floor (``amax``) of the same
+    tensor in the same run."""
+    out = {}
+    for timing in ("eager", "graph"):
+        by_cell: dict = {}
+        for r in recs:
+            if r["set"] in GRID_SETS and r["timing"] == timing and r.get("median_us"):
+                key = (r["k"], r["rows"], r["n"])
+                by_cell.setdefault(key, {})[r["provider"]] = r
+        ratios = {
+            key: c["gvr"]["median_us"] / c["gvr2"]["median_us"]
+            for key, c in by_cell.items()
+            if key[1] >= 128 and {"gvr", "gvr2"} <= set(c)
+        }
+        if not ratios:
+            continue
+        big = [
+            {"k": key[0], "gvr_us": c["gvr"]["median_us"], "gvr_gbps": c["gvr"]["gbps"],
+             "gvr2_us": c.get("gvr2", {}).get("median_us"),
+             "amax_us": c.get("amax", {}).get("median_us", float("nan"))}
+            for key, c in sorted(by_cell.items())
+            if key[1] == 512 and key[2] == 262144 and "gvr" in c
+        ]  # fmt: skip
+        worst = max(ratios, key=ratios.get)
+        out[timing] = {
+            "cells_b128": len(ratios),
+            "worst_vs_gvr2_b128": ratios[worst],
+            "worst_cell_b128": "k={} b={} n={}".format(*worst),
+            "geomean_vs_gvr2_b128": geomean(list(ratios.values())),
+            "b512_n262144": big,
+        }
     return out
 
 

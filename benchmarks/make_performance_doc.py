@@ -19,6 +19,7 @@ GRID_K = (512, 1024, 2048)
 GRID_SETS = ("decode-grid", "graph")
 PROVIDER_ORDER = (
     "gvr", "gvr-raw", "gvr-fp32", "gvr2", "gvr2-fp32", "flashinfer", "flashinfer-varlen", "torch",
+    "amax",
 )  # fmt: skip
 LABELS = {
     "gvr": "GVR",
@@ -29,6 +30,7 @@ LABELS = {
     "flashinfer": "flashinfer.top_k",
     "flashinfer-varlen": "flashinfer top_k_varlen auto",
     "torch": "torch.topk",
+    "amax": "read floor (amax)",
 }
 LEGEND = (
     "In the tables, n/a: outside that provider's contract (the reasons follow the table); "

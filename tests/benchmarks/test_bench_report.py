@@ -496,3 +496,30 @@ def test_ragged_vs_grouped_summary():
     block = out["ragged_vs_grouped"]["eager"]
     assert block["cells"] == 1 and abs(block["geomean_ratio"] - 1.2) < 1e-9
     assert any(h.startswith("ragged, eager: GVR takes 1.20x") for h in out["headlines"])
+
+
+def test_bandwidth_summary_and_the_read_floor_record(monkeypatch):
+    recs = []
+    for b in (32, 128, 512):
+        for prov, us in (("gvr", 150.0), ("gvr2", 200.0 if b == 512 else 100.0), ("amax", 140.0)):
+            recs.append(
+                dict(
+                    set="decode-grid", provider=prov, timing="eager", k=512, rows=b, n=262144,
+                    next_n=1, compress_ratio=1, family="gaussian", exact=prov != "amax" or None,
+                    median_us=us, gbps=b * 262144 * 4 / (us * 1e3), speedup_vs_torch=2.0,
+                )
+            )  # fmt: skip
+    out = bt.summary(recs)
+    block = out["bandwidth"]["eager"]
+    # b = 32 is not a bandwidth cell; b = 128: 150 / 100, b = 512: 150 / 200
+    assert block["cells_b128"] == 2 and block["worst_vs_gvr2_b128"] == 1.5
+    assert block["worst_cell_b128"] == "k=512 b=128 n=262144"
+    (big,) = block["b512_n262144"]
+    assert big["gvr_us"] == 150.0 and big["amax_us"] == 140.0 and big["gvr2_us"] == 200.0
+    assert any(h.startswith("bandwidth, eager: at b=512") for h in out["headlines"])
+    assert "amax_vs" not in repr(out)  # the read floor gets no speedup or ratio block
+    # the read floor is timed without a top-K check and says what it is
+    records = []
+    bt.run_case(decode_case(rows=2, width=1024), FakeTimer(), ["amax"], records)
+    (r,) = records
+    assert r.exact is None and r.median_us == 10.0 and r.note.startswith("read floor")
