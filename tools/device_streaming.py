@@ -33,6 +33,7 @@ from gvr_kernels.testing import (
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import ModelConfig, simulate_row
 from gvr_reference.model import Path as KPath
+from gvr_reference.model import sample_positions as model_sample_positions
 
 DEV = torch.device("cuda")
 
@@ -170,8 +171,7 @@ def case_prefill(kern, g, k, rows, width, family, *, values=False, det=False):
 
 def sample_positions(n, k, params, lead=0):
     p = row_plan(n, k, lead, params)
-    t = torch.arange(p.sample_vecs) * p.sample_step
-    return (t[:, None] * 4 + torch.arange(4)[None, :] - lead).flatten(), p
+    return torch.from_numpy(model_sample_positions(p, 4, lead)), p
 
 
 def case_paths(kern, g):

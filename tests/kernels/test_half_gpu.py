@@ -17,7 +17,7 @@ import kernel_helpers as helpers
 import numpy as np
 import pytest
 from gvr_kernels.routing import route_static
-from gvr_reference.model import ModelConfig, Path, simulate_row
+from gvr_reference.model import ModelConfig, Path, sample_positions, simulate_row
 from gvr_reference.workloads import (
     TAIL_FAMILIES,
     make_decode_batch,
@@ -217,8 +217,7 @@ def test_forced_paths_match_the_model(kp, split, dtype):
     g = rng(25, split, DTYPES.index(dtype))
     x = g.standard_normal((b, n)).astype(np.float32)
     plan = row_plan(n, k, 0, route.ladder)
-    t = np.arange(plan.sample_vecs) * plan.sample_step
-    pos = (t[:, None] * 8 + np.arange(8)[None, :]).reshape(-1)
+    pos = sample_positions(plan, 8)
     free = np.setdiff1d(np.arange(n), pos)
     kv = np.full(b, n, np.int32)
     cap = route.ladder.capacity

@@ -101,8 +101,10 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     streaming = [c for c in cfgs if c.family == "streaming"]
     assert len(streaming) == 3 * 3 * 4 * 3  # three cores x modes x values x ties x dtypes
     assert {c.dtype for c in streaming} == {"float32", "bfloat16", "float16"}
-    assert all(c.unroll == (4 if c.dtype == "float32" else 2) for c in streaming)
-    assert all(c.prefetch == (c.dtype != "float32") for c in streaming)
+    for c in streaming:
+        many = c.threads == 512 and not (c.mode == "prefill" and c.with_values and c.deterministic)
+        assert c.unroll == (4 if c.dtype == "float32" or many else 2), c.name
+    assert all(c.prefetch == 0 for c in streaming)  # measured neutral or worse (tune_bandwidth)
     assert all(c.dtype == "float32" for c in cfgs if c.family == "register")
     assert {c.threads for c in cfgs} == {512, 1024}
     assert any(c.split for c in cfgs) and any(not c.split for c in cfgs)

@@ -14,7 +14,7 @@ import pytest
 from gvr_kernels.routing import route_static
 from gvr_reference import validate
 from gvr_reference.ladder import row_plan
-from gvr_reference.model import ModelConfig, Path, simulate_row
+from gvr_reference.model import ModelConfig, Path, sample_positions, simulate_row
 from gvr_reference.windows import RowWindows
 from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
 from kernel_helpers import FAMILIES, SEED, padded_stride, rng, to_device
@@ -172,8 +172,7 @@ def test_full_rows(kp, k):
 
 def _sampled_positions(n, k, params):
     plan = row_plan(n, k, 0, params)
-    t = np.arange(plan.sample_vecs) * plan.sample_step
-    return (t[:, None] * 4 + np.arange(4)[None, :]).reshape(-1), plan
+    return sample_positions(plan, 4), plan
 
 
 @pytest.mark.parametrize("split", [False, True])

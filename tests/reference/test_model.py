@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gvr_reference.keys import order_key
-from gvr_reference.ladder import PY_OPS, LadderParams, row_plan
-from gvr_reference.model import ModelConfig, Path, narrow_threshold, select_rule, simulate_row
+from gvr_reference.ladder import PY_OPS, LadderParams, row_plan, sample_vector
+from gvr_reference.model import (
+    ModelConfig,
+    Path,
+    narrow_threshold,
+    sample_positions,
+    select_rule,
+    simulate_row,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +41,7 @@ def test_row_plan_stays_inside_the_row(n, k, lead, split):
     assert 1 <= plan.sample_vecs <= max(plan.nvec, 1)
     assert 4 * plan.sample_vecs <= p.sample_max
     # the last sampled vector is a whole vector of the row
-    assert (plan.sample_vecs - 1) * plan.sample_step < plan.nvec
+    assert sample_vector(plan.sample_vecs - 1, plan.sample_step) < plan.nvec
     assert 1 <= plan.j1 <= plan.j2 <= 4 * plan.sample_vecs
     # int32 safety of the products the device evaluates
     assert k * p.aim_mult * 4 * plan.sample_vecs < 2**31
@@ -99,8 +106,7 @@ def test_narrow_threshold_brackets_the_rank(keys, data):
 
 def _sampled(n, k, p):
     plan = row_plan(n, k, 0, p)
-    t = np.arange(plan.sample_vecs) * plan.sample_step
-    return (t[:, None] * 4 + np.arange(4)).reshape(-1), plan
+    return sample_positions(plan, 4), plan
 
 
 @pytest.mark.parametrize("parts", [1, 8])
@@ -138,7 +144,8 @@ def test_model_reaches_every_path(parts):
     assert trace.t1 == int(order_key(np.float32([7.0]))[0])
     # Crowded, with k keys above it: an ordinary selection among the keys above the rung.
     above = flood.copy()
-    above[np.flatnonzero(flood != 7.0)[: 2 * k]] = 9 + np.arange(2 * k, dtype=np.float32) / 64
+    unseen = np.setdiff1d(np.flatnonzero(flood != 7.0), pos)[: 2 * k]  # the sample misses them
+    above[unseen] = 9 + np.arange(2 * k, dtype=np.float32) / 64
     trace = simulate_row(above, k, cfg)
     assert trace.path == Path.FIRST and trace.crowded and trace.count1 >= k
     top = base.copy()

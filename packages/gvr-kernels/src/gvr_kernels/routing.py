@@ -26,15 +26,21 @@ The tuning constants below were measured on an H200 (``tools/device_streaming.py
 - one 1024-thread CTA per row beats a split row up to ``n_env`` = 16384 at every batch, and
   a split row wins from 65536 on while ``rows * parts`` fits the SMs;
 - past about 16 CTAs per row the split gains little; 8192 scores per CTA is on the plateau;
-- 512-thread CTAs (two per SM) win once ``rows > SMs``.
+- 512-thread CTAs (two per SM) win once ``rows > SMs``; that core's ladder takes 64 sample
+  hits and the boosted first rung (``min_hits=64, aim_boost=2``), because among hundreds of
+  rows one that falls off the first rung holds the whole launch (b = 512, n = 262,144: 8 of
+  512 float16 rows overflowed at K = 2048, 243 against 101 us; none since); the other cores
+  serve rows that run side by side and keep the cheaper sample (1-2 us less at b <= 128).
 
 bfloat16 and float16 logits (``dtype``) run on the streaming family's 16-bit configurations
-(16-byte vectors of 8 scores, 16-bit keys): the same cores with two vectors per thread per tile
-(the 16 scores a float32 tile holds; four spill at 64 registers, three were 1.5x slower) and
-the next tile asked of L2 while a tile is tested (``prefetch``: 158 against 169 us at b = 512,
-n = 262,144, K = 512; 180 against 194 at K = 2048; neutral at b = 1; H200, raw kernel times in
-``benchmarks/results/h200/tune_16bit.log``). The register-resident family reads float32 only,
-so 16-bit launches always stream.
+(16-byte vectors of 8 scores, 16-bit keys, two scores per compare): the same cores with four
+vectors per thread per tile on the 512-thread core (rows > SMs: b = 512, n = 262,144 bf16
+116.5 / 94.5 against 130.4 / 101.4 us with two, K = 512 / 2048; prefill windows with values
+and deterministic ties keep two, four spill there) and two on the 1024-thread cores (as fast
+or faster at b <= 128). The bulk L2 prefetch (``prefetch``) measured neutral or slower for
+every format and shape once the hot loop was one compare per score; no route uses it (H200,
+raw kernel times in ``benchmarks/results/h200/tune_bandwidth.log``). The register-resident
+family reads float32 only, so 16-bit launches always stream.
 """
 
 from __future__ import annotations
@@ -67,8 +73,11 @@ __all__ = [
 
 #: The logits formats the kernels read, by torch dtype name.
 DTYPES = tuple(KEY_FORMATS)
-#: 16-byte vectors per thread per tile of a 16-bit configuration.
+#: 16-byte vectors per thread per tile of a 16-bit configuration ...
 UNROLL_16BIT = 2
+#: ... and of the 512-thread core (rows > SMs), where the bytes in flight per SM bound the
+#: time (every variant but prefill windows with values and deterministic ties, which spill).
+UNROLL_16BIT_MANY_ROWS = 4
 
 #: Rows at least this long may be cut across several CTAs when rows are few.
 SPLIT_MIN_N = 32768
@@ -91,7 +100,14 @@ _SINGLE_1024 = StreamingConfig(
     threads=1024, capacity=16384, split=False, unroll=4, aim_mult=2, sample_max=8192
 )
 _SINGLE_512 = StreamingConfig(
-    threads=512, capacity=8192, split=False, unroll=4, aim_mult=2, sample_max=8192
+    threads=512,
+    capacity=8192,
+    split=False,
+    unroll=4,
+    aim_mult=2,
+    sample_max=8192,
+    min_hits=64,
+    aim_boost=2,
 )
 
 
@@ -228,7 +244,10 @@ def route_static(
             f"({spec.smem_per_block} bytes)"
         )
     if dtype != "float32":
-        core = replace(core, dtype=dtype, unroll=UNROLL_16BIT, prefetch=True)
+        unroll = UNROLL_16BIT
+        if core.threads == 512 and not (mode == "prefill" and with_values and deterministic):
+            unroll = UNROLL_16BIT_MANY_ROWS
+        core = replace(core, dtype=dtype, unroll=unroll)
     config = replace(core, mode=mode, with_values=with_values, deterministic=deterministic)
     return Route(
         config=config,

@@ -16,6 +16,12 @@ uses for ``largest=True``:
 
 Denormals keep their own keys (no flush to zero). The map is injective on everything else,
 so ``key(a) == key(b)`` iff ``a`` and ``b`` are equal as torch compares them (NaN == NaN).
+
+One test is allowed to look like a float comparison because it is proven to be a key
+comparison: ``key(x) >= T`` equals "``x`` unordered with, or greater than, the value
+``stream_bound(T)``" (IEEE ``gtu``, subnormals kept) for every score ``x`` and every ``T``
+(:func:`stream_bound`; exhaustively checked for the 16-bit formats in the tests). The
+streaming kernels test each score with that one instruction.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ __all__ = [
     "format_bits",
     "format_keys",
     "round_to_format",
+    "stream_bound",
+    "above_bound",
 ]
 
 
@@ -242,3 +250,51 @@ def round_to_format(x: np.ndarray, fmt: KeyFormat) -> np.ndarray:
     r = (u + np.uint64(0x7FFF) + ((u >> np.uint64(16)) & np.uint64(1))) & np.uint64(0xFFFF0000)
     out = r.astype(np.uint32).view(np.float32)
     return np.where(np.isnan(x), np.float32(np.nan), out).astype(np.float32)
+
+
+def _py_u32(x):
+    return x
+
+
+def stream_bound(key, fmt: KeyFormat, select=None, u32=_py_u32):
+    """The bits (in ``fmt``) of the value ``t`` with ``key(x) >= key``  <=>  ``x > t`` or ``x``
+    unordered with ``t`` (IEEE ``gtu``: true for NaN), for every score ``x`` of ``fmt``.
+
+    ``t`` is the largest value whose key is below ``key`` (the key just below ``key``, skipping
+    ``0x7F..FF``, the raw key of ``-0.0`` that no canonical key takes, so ``key(+0.0)`` gets
+    ``-denorm_min``); a NaN when ``key <= key(-inf)`` (every score passes, since every
+    comparison with a NaN is unordered); ``+inf`` when ``key > key(+inf)`` (only NaN keys,
+    the maximum, are that high, and only a NaN is unordered with ``+inf``). The comparison must
+    keep subnormals (no flush to zero) and treat ``-0.0 == +0.0``, as IEEE ``setp`` without
+    ``.ftz`` does.
+
+    Written once for both sides: on the host ``key`` is an int and ``select``/``u32`` default
+    to Python's; the kernels pass the CuTe DSL's ``select_`` and ``Uint32``.
+    """
+    if select is None:
+
+        def select(c, a, b):
+            return a if c else b
+
+    sign = u32(fmt.sign)
+    prev = select(key == sign, u32(fmt.sign - 2), key - u32(1))
+    bits = select(prev >= sign, prev ^ sign, prev ^ u32(fmt.mask))
+    bits = select(key <= u32(fmt.key_neg_inf), u32(fmt.inf_bits + 1), bits)
+    return select(key > u32(fmt.key_pos_inf), u32(fmt.inf_bits), bits)
+
+
+def above_bound(x: np.ndarray, key: int, fmt: KeyFormat) -> np.ndarray:
+    """The streaming test on the host: ``x > t`` or unordered, ``t`` the value of
+    :func:`stream_bound` (``x``: float32 scores that are values of ``fmt``, compared in
+    float32, which is exact for the widened 16-bit values). Equal to ``format_keys(x, fmt) >=
+    key`` for every ``x``."""
+    _check_float32(x)
+    b = np.array([stream_bound(int(key), fmt)], np.uint32)
+    if fmt.bits == 32:
+        t = b.view(np.float32)[0]
+    elif fmt.name == "bfloat16":
+        t = (b << np.uint32(16)).view(np.float32)[0]
+    else:
+        t = b.astype(np.uint16).view(np.float16).astype(np.float32)[0]
+    with np.errstate(invalid="ignore"):
+        return ~(x <= t)

@@ -24,10 +24,22 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["LadderParams", "RowPlan", "row_plan", "PY_OPS", "MAX_ROW_LENGTH"]
+__all__ = [
+    "LadderParams",
+    "RowPlan",
+    "row_plan",
+    "sample_vector",
+    "SAMPLE_BLOCK_VECS",
+    "PY_OPS",
+    "MAX_ROW_LENGTH",
+]
 
 #: Longest row the int32 ladder arithmetic is exact for (products stay below 2**31).
 MAX_ROW_LENGTH = 1 << 26
+
+#: Sampled vectors come in runs of this many consecutive 16-byte vectors (64 bytes, one DRAM
+#: access): a sample costs its own bytes of memory traffic, not a whole access per vector.
+SAMPLE_BLOCK_VECS = 4
 
 #: Host implementation of the ``ops`` namespace.
 PY_OPS = SimpleNamespace(
@@ -50,6 +62,9 @@ class LadderParams:
             spread of about ``1 / sqrt(j)``).
         retry_mult: the retry rung sits at sample rank ``retry_mult * j1``.
         vec: scores per 16-byte vector: 4 for float32 rows, 8 for bfloat16 and float16 rows.
+        aim_boost: the first rung may aim at up to ``aim_boost * aim`` survivors while that
+            stays within a quarter of the capacity (``RowPlan.j1``): more sample hits above the
+            rung, so a tighter survivor count, for a larger staging and selection.
     """
 
     capacity: int
@@ -58,6 +73,7 @@ class LadderParams:
     min_hits: int = 32
     retry_mult: int = 3
     vec: int = 4
+    aim_boost: int = 1
 
     def __post_init__(self) -> None:
         if self.vec not in (4, 8):
@@ -68,7 +84,7 @@ class LadderParams:
             )
         if self.capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
-        for name in ("aim_mult", "min_hits", "retry_mult"):
+        for name in ("aim_mult", "min_hits", "retry_mult", "aim_boost"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
@@ -92,8 +108,18 @@ class RowPlan:
         tail_start: first window position not covered by a whole vector (scalar loads).
         unsampled: the row is short enough to stage every element (threshold key 0).
         sample_vecs: number of sampled vectors (``vec`` scores each).
-        sample_step: vector stride of the sample; sampled vector ``t`` is ``t * sample_step``.
-        j1: sample rank (from the top, 1-based) of the first rung.
+        sample_step: vector stride of the sample; sampled vector ``t`` is
+            :func:`sample_vector` ``(t, sample_step)``, runs of :data:`SAMPLE_BLOCK_VECS`
+            consecutive vectors spread evenly over the row.
+        j1: sample rank (from the top, 1-based) of the first rung: ``rung_aim * s / n`` for
+            ``rung_aim = max(aim, min(capacity / 4, aim_boost * aim))`` expected survivors.
+        reach1: most sample keys the first rung may leave at or above it (the radix
+            narrowing goes on until ``j1 <= #(sample >= T1) <= reach1``, or a single key):
+            ``2 * j1``, lowered toward ``capacity * s / (2 * n)`` sample keys (a rung
+            expected to stage at most half the capacity) but never below ``j1 + j1 // 8 +
+            1``. Where the staging holds ``4 * aim`` this is ``2 * j1``; where it holds only
+            ``2 * aim`` (the 512-thread core at K = 2048) a rung at ``2 * j1`` would fill the
+            staging on average and sampling noise would overflow it.
         j2: sample rank of the retry rung.
     """
 
@@ -103,7 +129,17 @@ class RowPlan:
     sample_vecs: Any
     sample_step: Any
     j1: Any
+    reach1: Any
     j2: Any
+
+
+def sample_vector(t: Any, step: Any) -> Any:
+    """The row vector holding sampled vector ``t`` of a row with ``RowPlan.sample_step ==
+    step``: run ``t // 4`` starts at vector ``4 * step * (t // 4)`` and holds ``t % 4`` next
+    (:data:`SAMPLE_BLOCK_VECS` = 4). For ``t < sample_vecs`` it is at most ``t * step``, so
+    inside the row; it is ``t`` itself when ``step == 1``. Integer operations only: the same
+    expression on Python ints and on device Int32 values."""
+    return (t >> 2) * (step << 2) + (t & 3)
 
 
 def row_plan(n: Any, k: Any, lead: Any, p: LadderParams, ops: Any = PY_OPS) -> RowPlan:
@@ -126,12 +162,19 @@ def row_plan(n: Any, k: Any, lead: Any, p: LadderParams, ops: Any = PY_OPS) -> R
     tail_start = ops.max(nvec * vec - lead, 0)
     aim = k * p.aim_mult
     unsampled = n <= aim * 2
+    # The first rung may aim higher where the staging has room (up to a quarter of it, at
+    # most aim_boost * aim): the survivor count of a rung at sample rank j spreads by about
+    # 1 / sqrt(j), and a count below k costs a second pass, one above the capacity a whole-row
+    # selection.
+    rung_aim = ops.max(aim, ops.min(p.capacity // 4, aim * p.aim_boost))
     # Sample size: about min_hits scores above the aim rung, within [1024, sample_max].
     s_target = ops.min(ops.max((n // aim) * p.min_hits, 1024), p.sample_max)
     sample_vecs = ops.max(ops.min(s_target >> vshift, nvec), 1)
     sample_step = ops.max(nvec // sample_vecs, 1)
     s = sample_vecs * vec
-    j1 = ops.max((aim * s) // ops.max(n, 1), 1)
+    j1 = ops.max((rung_aim * s) // ops.max(n, 1), 1)
+    half_full = (p.capacity * s) // (2 * ops.max(n, 1))
+    reach1 = ops.max(j1 + j1 // 8 + 1, ops.min(2 * j1, half_full))
     j2 = ops.min(j1 * p.retry_mult, s)
     return RowPlan(
         nvec=nvec,
@@ -140,5 +183,6 @@ def row_plan(n: Any, k: Any, lead: Any, p: LadderParams, ops: Any = PY_OPS) -> R
         sample_vecs=sample_vecs,
         sample_step=sample_step,
         j1=j1,
+        reach1=reach1,
         j2=j2,
     )

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .keys import format_keys, key_format
-from .ladder import LadderParams, row_plan
+from .ladder import LadderParams, row_plan, sample_vector
 
 __all__ = [
     "Path",
@@ -180,17 +180,20 @@ def narrow_threshold(
 
 
 def rung_with_ties(
-    keys: np.ndarray, j: int, lo: int = 0, hi: int = 0xFFFFFFFF
+    keys: np.ndarray, j: int, lo: int = 0, hi: int = 0xFFFFFFFF, reach: int | None = None
 ) -> tuple[int, int, int]:
     """:func:`narrow_threshold` plus the sample keys equal to ``T`` when the narrowing ended
-    on a single-key bin (``0`` when it stopped on a wider bin): ``(T, count, ties)``."""
+    on a single-key bin (``0`` when it stopped on a wider bin): ``(T, count, ties)``.
+    ``reach``: the most sample keys the rung may leave at or above it (default ``2 * j``;
+    the first rung uses ``RowPlan.reach1``)."""
+    reach = 2 * j if reach is None else reach
     above = 0
     while True:
         shift, hist = _level(keys, lo, hi)
         b, above_b = _crossing(hist, j - above)
         lo_b, hi_b = _bin_range(lo, hi, b, shift)
         reached = above + above_b + int(hist[b])
-        if shift == 0 or reached <= 2 * j:
+        if shift == 0 or reached <= reach:
             return lo_b, reached, int(hist[b]) if shift == 0 else 0
         above += above_b
         lo, hi = lo_b, hi_b
@@ -262,11 +265,19 @@ def select_rule(keys: np.ndarray, k: int, lo: int = 0, hi: int = 0xFFFFFFFF) -> 
         lo, hi = lo_b, hi_b
 
 
+def sample_positions(plan, vec: int = 4, lead: int = 0) -> np.ndarray:
+    """Window positions of a row's sampled scores, in sample order (int64; positions before
+    the window start, ``< 0``, are the lanes a misaligned vector 0 holds before it): the
+    ``plan.sample_vecs`` vectors of :func:`gvr_reference.ladder.sample_vector`, ``vec`` scores
+    each."""
+    t = sample_vector(np.arange(plan.sample_vecs, dtype=np.int64), plan.sample_step)
+    return (t[:, None] * vec + np.arange(vec)[None, :] - lead).reshape(-1)
+
+
 def _sample_keys(keys: np.ndarray, plan, lead: int, vec: int = 4) -> np.ndarray:
     """Keys of the sampled vectors (``vec`` scores each); lanes before the window start get
     key 0."""
-    t = np.arange(plan.sample_vecs, dtype=np.int64) * plan.sample_step
-    pos = (t[:, None] * vec + np.arange(vec)[None, :] - lead).reshape(-1)
+    pos = sample_positions(plan, vec, lead)
     out = np.zeros(pos.size, dtype=np.uint32)
     ok = pos >= 0
     out[ok] = keys[pos[ok]]
@@ -296,7 +307,7 @@ def simulate_row(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) ->
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=0, count1=n)
     sample = _sample_keys(keys, plan, lead, p.vec)
-    t1, _, ties = rung_with_ties(sample, plan.j1, 0, fmt.key_max)
+    t1, _, ties = rung_with_ties(sample, plan.j1, 0, fmt.key_max, plan.reach1)
     min_ties = crowd_min_ties(n, int(sample.size), p.capacity, fmt.bits)
     crowded = crowded_rung(t1, ties, fmt.key_max, min_ties)
     eq1 = int(np.count_nonzero(keys == t1)) if crowded else 0

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, Uint32, const_expr
+from cutlass import Boolean, Int32, Uint32, const_expr
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
 from gvr_reference.keys import KEY_FORMATS, KeyFormat
+from gvr_reference.keys import stream_bound as _stream_bound
 
 #: The float32 format, the default of every function here.
 F32: KeyFormat = KEY_FORMATS["float32"]
@@ -160,3 +163,58 @@ def vector_bits(words, fmt: cutlass.Constexpr = F32):
             out.append(words[q] & Uint32(0xFFFF))
             out.append(words[q] >> Uint32(16))
         return out
+
+
+@cute.jit
+def stream_bound(thr_key: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
+    """The word :func:`above_bound` compares against for ``order_key(x) >= thr_key``: the
+    bits of :func:`gvr_reference.keys.stream_bound` (the same formula, traced here), repeated
+    in both halves for a 16-bit format (whose scores are compared two at a time)."""
+    bits = _stream_bound(thr_key, fmt, cutlass.select_, Uint32)
+    if const_expr(fmt.bits == 16):
+        bits = bits | (bits << Uint32(16))
+    return bits
+
+
+@dsl_user_op
+def _gtu_f32(bits: Uint32, bound: Uint32, *, loc=None, ip=None) -> Boolean:
+    operands = [Uint32(bits).ir_value(loc=loc, ip=ip), Uint32(bound).ir_value(loc=loc, ip=ip)]
+    res = llvm.inline_asm(T.bool(), operands, "setp.gtu.f32 $0, $1, $2;", "=b,r,r", loc=loc, ip=ip)
+    return Boolean(res)
+
+
+@dsl_user_op
+def _gtu_pair(word: Uint32, bound: Uint32, ptx_type: str, *, loc=None, ip=None):
+    operands = [Uint32(word).ir_value(loc=loc, ip=ip), Uint32(bound).ir_value(loc=loc, ip=ip)]
+    res = llvm.inline_asm(
+        llvm.StructType.get_literal([T.bool(), T.bool()]),
+        operands,
+        f"setp.gtu.{ptx_type} $0|$1, $2, $3;",
+        "=b,=b,r,r",
+        loc=loc,
+        ip=ip,
+    )
+    lo = Boolean(llvm.extractvalue(T.bool(), res, [0], loc=loc, ip=ip))
+    hi = Boolean(llvm.extractvalue(T.bool(), res, [1], loc=loc, ip=ip))
+    return lo, hi
+
+
+@cute.jit
+def above_bound(words, bound: Uint32, fmt: cutlass.Constexpr = F32):
+    """``order_key(x) >= T`` for the ``fmt.vec`` scores of a loaded 16-byte vector, with
+    ``bound = stream_bound(T)``: one IEEE ``setp.gtu`` per float32 score, one per pair of
+    16-bit scores (``bf16x2`` / ``f16x2``, low half first), no ``.ftz`` (subnormals kept,
+    ``-0.0 == +0.0``, NaN unordered). The equivalence is
+    :func:`gvr_reference.keys.stream_bound`'s. Returns the ``fmt.vec`` Booleans in element
+    order."""
+    out = []
+    if const_expr(fmt.bits == 32):
+        for w in cutlass.range_constexpr(4):
+            out.append(_gtu_f32(words[w], bound))
+    else:
+        ptx_type = "bf16x2" if fmt.name == "bfloat16" else "f16x2"
+        for w in cutlass.range_constexpr(4):
+            lo, hi = _gtu_pair(words[w], bound, ptx_type)
+            out.append(lo)
+            out.append(hi)
+    return out

@@ -58,6 +58,17 @@ def prefetch_l2(ptr: cute.Pointer):
 
 
 @cute.jit
+def prefetch_l2_bulk(ptr: cute.Pointer, nbytes: Uint32):
+    """Ask L2 to fetch ``nbytes`` contiguous bytes from ``ptr`` with one bulk asynchronous
+    prefetch (``cp.async.bulk.prefetch.L2``, sm_90+; PTX ISA 8.0): no register holds the data
+    and nothing waits for it. ``ptr`` and ``nbytes`` must be multiples of 16 bytes and the
+    range inside the allocation."""
+    cute.arch.inline_ptx(
+        "cp.async.bulk.prefetch.L2.global [{$r0}], {$r1};", read_only_args=[ptr, nbytes]
+    )
+
+
+@cute.jit
 def load_score(ptr: cute.Pointer, fmt: cutlass.Constexpr = F32) -> Uint32:
     """One score of format ``fmt`` as raw bits (16-bit scores zero-extended), read-only path."""
     if const_expr(fmt.bits == 32):

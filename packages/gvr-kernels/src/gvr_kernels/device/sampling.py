@@ -1,7 +1,8 @@
 """Row sampling: whole 16-byte vectors at positions that depend only on the row length.
 
-The positions come from :func:`gvr_reference.ladder.row_plan` (``sample_vecs`` vectors at
-stride ``sample_step``), so every CTA of a split row samples exactly the same scores.
+The positions come from :func:`gvr_reference.ladder.row_plan` and
+:func:`gvr_reference.ladder.sample_vector` (``sample_vecs`` vectors in runs of four at stride
+``sample_step``), so every CTA of a split row samples exactly the same scores.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Uint32
+from gvr_reference.ladder import sample_vector
 
 from .keys import F32, order_key, vector_bits
 from .memory import load_vec4
@@ -39,12 +41,12 @@ def load_sample(
     for s in cutlass.range_constexpr(per_thread):
         t = s * threads + tid
         ok = t < plan.sample_vecs
-        v = cutlass.select_(ok, t * plan.sample_step, Int32(0))
+        v = cutlass.select_(ok, sample_vector(t, plan.sample_step), Int32(0))
         regs.append(load_vec4(base + Int64(v) * Int64(vec)))
     for s in cutlass.range_constexpr(per_thread):
         t = s * threads + tid
         if t < plan.sample_vecs:
-            v = t * plan.sample_step
+            v = sample_vector(t, plan.sample_step)
             bits = vector_bits(regs[s], fmt)
             for q in cutlass.range_constexpr(vec):
                 key = order_key(bits[q], fmt)

@@ -42,13 +42,14 @@ def narrow(
     eq_key: Uint32,
     count: Int32,
     merge: cutlass.Constexpr = None,
+    reach: Int32 = None,
 ):
     """Radix narrowing over a candidate source, 8 key bits per level.
 
     ``goal=Goal.RUNG``: returns ``(T, ties, reached)``: a rung ``T`` with
-    ``target <= #(keys >= T) = reached <= 2 * target`` (or a single-key bin, then ``reached``
-    may be larger), and ``ties`` the keys equal to ``T`` when the last bin was a single key
-    (else 0), as ``gvr_reference.model.rung_with_ties``.
+    ``target <= #(keys >= T) = reached <= reach`` (``reach``: ``2 * target`` when None; or a
+    single-key bin, then ``reached`` may be larger), and ``ties`` the keys equal to ``T`` when
+    the last bin was a single key (else 0), as ``gvr_reference.model.rung_with_ties``.
     ``goal=Goal.SELECT``: returns ``(thr, need_eq, count_thr)``: the top-``target`` candidates
     are the keys above ``thr`` plus ``need_eq`` keys equal to it (``count_thr`` of them exist
     when the last level was a single key), as ``gvr_reference.model.select_rule``.
@@ -65,6 +66,9 @@ def narrow(
     tid, _, _ = cute.arch.thread_idx()
     warp_id = tid // 32
     lane = cute.arch.lane_idx()
+    most = target * 2
+    if const_expr(reach is not None):
+        most = reach
     done = Boolean(False)
     above = Int32(0)
     need = target
@@ -105,7 +109,7 @@ def narrow(
         hi_b = Uint32(cutlass.select_(b == top_bin, hi, lo_b + ((Uint32(1) << shift) - Uint32(1))))
         if const_expr(goal == Goal.RUNG):
             reached = above + ab + hb
-            if shift == Uint32(0) or reached <= target * 2:
+            if shift == Uint32(0) or reached <= most:
                 thr = lo_b
                 count_thr = reached
                 need_eq = cutlass.select_(shift == Uint32(0), hb, Int32(0))

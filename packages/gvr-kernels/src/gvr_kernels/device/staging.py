@@ -20,44 +20,62 @@ def stage_selected(
     elems,
     keys_given: cutlass.Constexpr = False,
     fmt: cutlass.Constexpr = F32,
+    track_max: cutlass.Constexpr = True,
 ):
     """Stage a per-thread list of ``(value, pos, selected)`` into ``sh.stage_bits`` /
-    ``sh.stage_idx``, counting them in ``ctl[Ctl.CNT]`` and their largest key in
-    ``ctl[Ctl.MAXKEY]``.
+    ``sh.stage_idx``, counting them in ``ctl[Ctl.CNT]`` and (``track_max``) their largest key
+    in ``ctl[Ctl.MAXKEY]``.
 
     ``value`` is a score's raw bits (format ``fmt``), or its order key when ``keys_given``;
     it may be a trace-time function that computes it, called only for a selected candidate
     (so the value need not stay live from the test to the write). Slots come from one
-    shared atomic per warp; a slot at or past ``capacity`` is counted but not written, so
-    overflow is detected without writing out of bounds.
+    shared atomic per warp; every candidate is counted, but a lane whose run of slots would
+    end past ``capacity`` writes none of it (one test per lane, not per candidate): the count
+    then exceeds the capacity, and an overflowing staging is never read (the callers' overflow
+    paths select from the row or the registers instead).
     """
     lane = cute.arch.lane_idx()
+    # The selections as bit masks of 32 candidates (a predicate per candidate would not stay
+    # in the seven predicate registers until the writes): one instruction per candidate, one
+    # popc per mask.
+    masks = []
+    for w in cutlass.range_constexpr((len(elems) + 31) // 32):
+        m = Uint32(0)
+        for i in cutlass.range_constexpr(32 * w, min(32 * w + 32, len(elems))):
+            m = m | Uint32(cutlass.select_(elems[i][2], Uint32(1 << (i % 32)), Uint32(0)))
+        masks.append(m)
     cnt = Int32(0)
-    for _value, _pos, sel in elems:
-        cnt = cnt + cutlass.select_(sel, Int32(1), Int32(0))
-    if cute.arch.vote_any_sync(cnt > 0):
+    anyone = Uint32(0)
+    for m in masks:
+        cnt = cnt + Int32(cute.arch.popc(m))
+        anyone = anyone | m
+    if cute.arch.vote_any_sync(anyone != Uint32(0)):
         incl = warp.inclusive_sum(cnt)
         total = warp.broadcast(incl, Int32(31))
         slot0 = Int32(0)
         if lane == 31:
             slot0 = cute.arch.atomic_add(sh.ctl.iterator + Ctl.CNT, total)
         slot = warp.broadcast(slot0, Int32(31)) + incl - cnt
+        fits = slot + cnt <= capacity
+        for w in cutlass.range_constexpr(len(masks)):
+            masks[w] = Uint32(cutlass.select_(fits, masks[w], Uint32(0)))
         top = Uint32(0)
         for i in cutlass.range_constexpr(len(elems)):
-            value, pos, sel = elems[i]
-            if sel:
+            value, pos, _sel = elems[i]
+            if (masks[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
                 v = _materialize(value)
-                if slot < capacity:
-                    sh.stage_bits[slot] = v
-                    sh.stage_idx[slot] = pos
+                sh.stage_bits[slot] = v
+                sh.stage_idx[slot] = pos
                 slot = slot + 1
-                if cutlass.const_expr(keys_given):
-                    top = cutlass.max(top, v)
-                else:
-                    top = cutlass.max(top, order_key(v, fmt))
-        if cnt > 0:
-            max_ptr = cute.recast_ptr(sh.ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
-            cute.arch.atomic_max(max_ptr, top)
+                if cutlass.const_expr(track_max):
+                    if cutlass.const_expr(keys_given):
+                        top = cutlass.max(top, v)
+                    else:
+                        top = cutlass.max(top, order_key(v, fmt))
+        if cutlass.const_expr(track_max):
+            if cnt > 0:
+                max_ptr = cute.recast_ptr(sh.ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
+                cute.arch.atomic_max(max_ptr, top)
 
 
 def _materialize(value):

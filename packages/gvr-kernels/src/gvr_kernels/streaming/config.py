@@ -47,11 +47,15 @@ class StreamingConfig:
         sample_max: most sampled scores per row (multiple of ``4 * threads``).
         min_hits: sample scores wanted above the first rung.
         retry_mult: the retry rung sits at ``retry_mult`` times the first rung's sample rank.
+        aim_boost: the first rung may aim at up to ``aim_boost * aim_mult * k`` survivors
+            within a quarter of the capacity (``gvr_reference.ladder.LadderParams``).
         with_values: also write the fp32 values of the selection (``-FLT_MAX`` beside ``-1``).
         deterministic: the K-th value's tie class yields its smallest indices.
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
             tensor.
-        prefetch: the streaming pass asks L2 for the next tile while it tests the current one.
+        prefetch: tiles of the CTA's chunk kept asked of L2 ahead of the tile being loaded,
+            by one bulk asynchronous prefetch per tile (``cp.async.bulk.prefetch.L2``, sm_90+);
+            the first ones are asked before the sample is read. 0: none.
         dtype: the logits format, ``"float32"``, ``"bfloat16"`` or ``"float16"``: 16-bit rows
             are read as 16-byte vectors of 8 scores and selected on 16-bit order keys (two
             radix levels decide any key); values are written in the same format.
@@ -66,10 +70,11 @@ class StreamingConfig:
     sample_max: int = 8192
     min_hits: int = 32
     retry_mult: int = 3
+    aim_boost: int = 1
     with_values: bool = False
     deterministic: bool = False
     record_paths: bool = False
-    prefetch: bool = False
+    prefetch: int = 0
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
@@ -87,6 +92,8 @@ class StreamingConfig:
                 f"sample_max must be a multiple of {fmt.vec} * threads for {self.dtype} rows, "
                 f"got {self.sample_max}"
             )
+        if not 0 <= self.prefetch <= 8:
+            raise ValueError(f"prefetch must be in [0, 8] tiles, got {self.prefetch}")
         if not 1 <= self.unroll <= 8:
             raise ValueError(f"unroll must be in [1, 8], got {self.unroll}")
         _ = self.ladder  # validates the ladder fields
@@ -101,6 +108,7 @@ class StreamingConfig:
             min_hits=self.min_hits,
             retry_mult=self.retry_mult,
             vec=self.key_format.vec,
+            aim_boost=self.aim_boost,
         )
 
     @property
@@ -161,8 +169,10 @@ class StreamingConfig:
             parts.append({"bfloat16": "bf16", "float16": "f16"}[self.dtype])
         if (self.min_hits, self.retry_mult) != (32, 3):
             parts.append(f"h{self.min_hits}r{self.retry_mult}")
+        if self.aim_boost != 1:
+            parts.append(f"b{self.aim_boost}")
         if self.prefetch:
-            parts.append("pf")
+            parts.append(f"pf{self.prefetch}")
         if self.with_values:
             parts.append("values")
         if self.deterministic:

@@ -6,12 +6,14 @@ Per row (algorithm and invariants in ``docs/kernels.md``; CPU model in
 1. **Window.** The row's valid window ``[start, start + n)`` comes from device arrays (decode:
    ``kv_lens``/``next_n``/``compress_ratio``; prefill: ``row_starts``/``row_ends``). Rows with
    ``n <= k`` write the identity then ``-1``.
-2. **Sample.** Whole 16-byte vectors at positions that depend only on ``n`` are read into shared
-   memory as order keys (:func:`gvr_reference.ladder.row_plan`).
+2. **Sample.** Runs of four whole 16-byte vectors at positions that depend only on ``n`` are
+   read into shared memory as order keys (:func:`gvr_reference.ladder.row_plan`,
+   :func:`gvr_reference.ladder.sample_vector`).
 3. **Rung.** Radix narrowing over the sample gives a key ``T1`` with about ``aim`` scores of the
    row expected at or above it.
 4. **Stream.** One pass over the row stages every survivor (key >= T) in shared memory,
-   counting all of them even past the capacity.
+   counting all of them even past the capacity; the test is one IEEE compare per score
+   against :func:`gvr_reference.keys.stream_bound` (one per pair of 16-bit scores).
 5. **Select.** Radix narrowing over the staged survivors gives the exact rule "keys above
    ``thr``, plus ``need_eq`` keys equal to ``thr``" and one pass emits it.
 6. **Fallbacks.** Too few survivors: a lower rung and a second pass (one CTA per row), then an
@@ -53,19 +55,20 @@ from gvr_reference.model import Path, crowd_min_ties
 from ..device import shared
 from ..device.keys import (
     KEY_MAX,
+    above_bound,
     order_key,
+    stream_bound,
     stream_threshold,
     survives,
     top_aligned,
-    vector_top,
 )
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, Source, Window
-from ..device.memory import load_coherent, load_score, prefetch_l2
+from ..device.memory import load_coherent, load_score
 from ..device.ops import DEVICE_OPS
 from ..device.sampling import load_sample
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
 from ..device.staging import stage_selected
-from ..device.tiles import load_tile
+from ..device.tiles import load_tile, prefetch_vectors
 from ..device.window import row_window, write_short_row
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, WS_HEADER_WORDS, StreamingConfig
 
@@ -211,6 +214,14 @@ class StreamingTopK:
             v_end = cutlass.min(v_begin + chunk, nvec)
             own_tail = part == parts - 1
 
+        if const_expr(cfg.prefetch > 0):
+            # The chunk's first tiles are asked of L2 now: their DRAM read overlaps the sample
+            # and the narrowing.
+            if tid == 0:
+                prefetch_vectors(
+                    base, v_begin, v_begin + cfg.prefetch * cfg.threads * cfg.unroll, v_end, fmt
+                )
+
         # ---- 2-3. sample and first rung
         thr_key = Uint32(0)
         code = Int32(Path.UNSAMPLED)
@@ -231,6 +242,7 @@ class StreamingTopK:
                 key_max,
                 Uint32(0),
                 n_sample,
+                reach=plan.reach1,
             )
             # A crowded single key (gvr_reference.model.crowded_rung): stage only the keys
             # above it (its ties are found later by the in-order scan). ``code == TIE`` marks
@@ -350,8 +362,10 @@ class StreamingTopK:
     def _stream(self, sh, base, lead, v_begin, v_end, own_tail, tail_start, n, thr_key):
         """Stage every score of this CTA's chunk with key >= ``thr_key``; returns the count.
 
-        Slots come from one shared atomic per warp per tile; a slot at or past the capacity is
-        counted but not written, so overflow is detected without writing out of bounds.
+        Slots come from one shared atomic per warp per tile; every survivor is counted, but
+        none is written past the capacity (``stage_selected``), so an overflow is detected
+        without writing out of bounds. A single-CTA row's pass ends with the staged maximum
+        key in ``ctl[Ctl.MAXKEY]``.
         """
         cfg = self.cfg
         fmt = cfg.key_format
@@ -368,7 +382,7 @@ class StreamingTopK:
                 ok = t < n
                 bits = load_score(base + (lead + cutlass.select_(ok, t, Int32(0))), fmt)
                 sel = ok & survives(top_aligned(bits, fmt), raw_thr, fmt)
-                stage_selected(cfg.capacity, sh, [(bits, t, sel)], False, fmt)
+                stage_selected(cfg.capacity, sh, [(bits, t, sel)], False, fmt, track_max=False)
         v_first = v_begin
         if const_expr(cfg.mode == "prefill"):
             # Vector 0 straddles a misaligned window start (lead > 0): its lanes inside the
@@ -380,38 +394,74 @@ class StreamingTopK:
                     at = base + (lead + cutlass.select_(ok, lane, Int32(0)))
                     bits = load_score(at, fmt)
                     sel = ok & survives(top_aligned(bits, fmt), raw_thr, fmt)
-                    stage_selected(cfg.capacity, sh, [(bits, lane, sel)], False, fmt)
+                    stage_selected(
+                        cfg.capacity, sh, [(bits, lane, sel)], False, fmt, track_max=False
+                    )
                 v_first = Int32(1)
-        for tb in cutlass.range(v_first, v_end, tile):
-            regs, oks, vs = load_tile(cfg.threads, cfg.unroll, base, tb, v_end, v_first, fmt)
-            if const_expr(cfg.prefetch):
-                for u in cutlass.range_constexpr(cfg.unroll):
-                    v = tb + tile + u * cfg.threads + tid
-                    if v < v_end:
-                        prefetch_l2(base + Int64(v) * Int64(fmt.vec))
-            self._stage_tile(sh, regs, oks, vs, lead, raw_thr)
+        ahead = cfg.prefetch * tile
+        if const_expr(cfg.prefetch > 0):
+            # L2 holds ``prefetch`` tiles ahead of the tile being loaded.
+            if tid == 0:
+                prefetch_vectors(base, v_first, v_first + ahead, v_end, fmt)
+        # Whole tiles first, with no range test; then the one partial tile, tested.
+        bound = stream_bound(thr_key, fmt)
+        v_whole = v_first + (cutlass.max(v_end - v_first, Int32(0)) // tile) * tile
+        for tb in cutlass.range(v_first, v_whole, tile):
+            if const_expr(cfg.prefetch > 0):
+                if tid == 0:
+                    prefetch_vectors(base, tb + ahead, tb + ahead + tile, v_end, fmt)
+            regs, oks, vs = load_tile(
+                cfg.threads, cfg.unroll, base, tb, v_end, v_first, fmt, checked=False
+            )
+            self._stage_tile(sh, regs, None, vs, lead, bound)
+        if v_whole < v_end:
+            regs, oks, vs = load_tile(cfg.threads, cfg.unroll, base, v_whole, v_end, v_first, fmt)
+            self._stage_tile(sh, regs, oks, vs, lead, bound)
         cute.arch.barrier()
-        return sh.ctl[Ctl.CNT]
+        count = sh.ctl[Ctl.CNT]
+        if const_expr(not cfg.split):
+            self._staged_max(sh, count)
+        return count
 
     @cute.jit
-    def _stage_tile(self, sh, regs, oks, vs, lead: Int32, raw_thr: Uint32):
-        """Test a tile's scores (the hot loop: a few integer operations per score), then stage
-        the survivors. Every lane of a tile's vectors lies inside the window (the vector that
-        straddles a misaligned start is tested before the tiles)."""
+    def _stage_tile(self, sh, regs, oks, vs, lead: Int32, bound: Uint32):
+        """Test a tile's scores (the hot loop: one IEEE compare per float32 score, one per
+        pair of 16-bit scores, :func:`~..device.keys.above_bound`), then stage the survivors.
+        ``oks``: per vector, whether it lies in the chunk (None: the whole tile does). Every
+        lane of a tile's vectors lies inside the window (the vector that straddles a
+        misaligned start is tested before the tiles)."""
         cfg = self.cfg
         fmt = cfg.key_format
         elems = []
         for u in cutlass.range_constexpr(cfg.unroll):
-            top = vector_top(regs[u], fmt)
+            sels = above_bound(regs[u], bound, fmt)
             for q in cutlass.range_constexpr(fmt.vec):
-                sel = oks[u] & survives(top[q], raw_thr, fmt)
+                sel = sels[q]
+                if const_expr(oks is not None):
+                    sel = sel & oks[u]
                 if const_expr(fmt.bits == 16):
                     # the 16-bit bits, extracted only for a survivor
                     value = _half_of(regs[u][q // 2], q % 2)
                 else:
                     value = regs[u][q]
                 elems.append((value, vs[u] * fmt.vec + q - lead, sel))
-        stage_selected(cfg.capacity, sh, elems, False, fmt)
+        stage_selected(cfg.capacity, sh, elems, False, fmt, track_max=False)
+
+    @cute.jit
+    def _staged_max(self, sh, count: Int32):
+        """``ctl[Ctl.MAXKEY]`` = the largest order key staged (when the staging holds every
+        survivor), from one read of the staging after the pass: the hot loop keeps no running
+        maximum. Ends with a CTA barrier."""
+        cfg = self.cfg
+        tid, _, _ = cute.arch.thread_idx()
+        top = Uint32(0)
+        if count <= cfg.capacity:
+            for i in cutlass.range(tid, count, cfg.threads):
+                top = cutlass.max(top, order_key(sh.stage_bits[i], cfg.key_format))
+        top = Uint32(cute.arch.warp_redux_sync(top, "umax"))
+        if cute.arch.lane_idx() == 0:
+            cute.arch.atomic_max(cute.recast_ptr(sh.ctl.iterator + Ctl.MAXKEY, dtype=Uint32), top)
+        cute.arch.barrier()
 
     # ------------------------------------------------------------------ split rows
     @cute.jit
