@@ -288,15 +288,16 @@ def bench(kern, g, out_dir):
 
 def tune(kern, g):
     """Timings of configuration variants (cheap to run, pick by measurement): CTA size and
-    L2 prefetch for single-CTA rows, CTAs per split row."""
+    one tile of bulk L2 prefetch for single-CTA rows, CTAs per split row (``tune.log`` is of
+    the per-thread prefetch this field meant before 77d1227)."""
     flush = torch.empty(512 << 20, dtype=torch.uint8, device=DEV)
     val = torch.empty((1, 1), dtype=torch.float32, device=DEV)
     pth = torch.empty((1,), dtype=torch.int32, device=DEV)
     variants = {
         "t1024": dict(threads=1024, capacity=16384),
-        "t1024pf": dict(threads=1024, capacity=16384, prefetch=True),
+        "t1024pf": dict(threads=1024, capacity=16384, prefetch=1),
         "t512": dict(threads=512, capacity=8192),
-        "t512pf": dict(threads=512, capacity=8192, prefetch=True),
+        "t512pf": dict(threads=512, capacity=8192, prefetch=1),
     }
     for k in (512, 2048):
         for n in (4096, 16384, 65536, 262144):
@@ -313,7 +314,7 @@ def tune(kern, g):
                     args = KernelArgs(x, kv, kv, out, val, ws, pth, k, 1, 0, 1)
                     t = timeit(lambda: fn(*args), flush, 10)
                     row.append(f"{name}:{t:.1f}")
-                for pf in (False, True):
+                for pf in (0, 1):
                     fn = kern.get(
                         StreamingConfig(
                             mode="decode",

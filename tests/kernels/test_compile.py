@@ -79,6 +79,12 @@ def test_invalid_configs_are_rejected():
         StreamingConfig(threads=300)
     with pytest.raises(ValueError, match="sample_max"):
         StreamingConfig(threads=1024, sample_max=1000)
+    with pytest.raises(TypeError, match="prefetch"):
+        StreamingConfig(prefetch=True)  # a depth in tiles, not a flag
+    with pytest.raises(ValueError, match="prefetch"):
+        StreamingConfig(prefetch=9)
+    with pytest.raises(ValueError, match="aim_boost"):
+        StreamingConfig(aim_boost=0)
 
 
 def test_declared_shared_memory_is_what_the_kernel_allocates(tmp_path):

@@ -92,6 +92,8 @@ class StreamingConfig:
                 f"sample_max must be a multiple of {fmt.vec} * threads for {self.dtype} rows, "
                 f"got {self.sample_max}"
             )
+        if isinstance(self.prefetch, bool) or not isinstance(self.prefetch, int):
+            raise TypeError(f"prefetch must be an int (tiles), got {self.prefetch!r}")
         if not 0 <= self.prefetch <= 8:
             raise ValueError(f"prefetch must be in [0, 8] tiles, got {self.prefetch}")
         if not 1 <= self.unroll <= 8:
