@@ -3,7 +3,8 @@ generators of GVR (numpy + numba; no torch, no CUDA).
 
 Submodules: :mod:`~gvr_reference.keys` (the order key, of float32 and of the 16-bit formats),
 :mod:`~gvr_reference.windows`, :mod:`~gvr_reference.oracle`, :mod:`~gvr_reference.validate`,
-:mod:`~gvr_reference.cpu_engine`, :mod:`~gvr_reference.workloads`.
+:mod:`~gvr_reference.cpu_engine`, :mod:`~gvr_reference.workloads`,
+:mod:`~gvr_reference.blockskip` (the block-skip producer, contract check and CPU model).
 """
 
 from . import cpu_engine, oracle, validate, windows, workloads
