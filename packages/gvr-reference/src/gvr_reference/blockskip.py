@@ -35,18 +35,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._checks import check_logits
 from .keys import order_key
 
 __all__ = ["BLOCK", "block_maxima", "contract_violations", "SkipTrace", "simulate_block_skip"]
 
 #: Columns per block (the draft upstream block-skip's size).
 BLOCK = 32
-
-
-def _check_rows(logits) -> np.ndarray:
-    if not isinstance(logits, np.ndarray) or logits.dtype != np.float32 or logits.ndim != 2:
-        raise TypeError(f"logits must be a 2-D float32 numpy array, got {logits!r:.60}")
-    return logits
 
 
 def _check_block(block: int) -> None:
@@ -60,12 +55,12 @@ def block_maxima(logits: np.ndarray, block: int = BLOCK) -> np.ndarray:
     count as ``-inf``.
 
     Raises:
-        TypeError: ``logits`` is not a 2-D float32 array.
-        ValueError: ``block`` is not a power of two.
+        TypeError: ``logits`` is not a float32 numpy array.
+        ValueError: ``logits`` is not 2-D, or ``block`` is not a power of two.
     """
-    x = _check_rows(logits)
+    rows, width = check_logits(logits)
+    x = logits
     _check_block(block)
-    rows, width = x.shape
     nb = -(-width // block)
     pad = np.full((rows, nb * block), -np.inf, dtype=np.float32)
     pad[:, :width] = x
@@ -79,12 +74,13 @@ def contract_violations(logits: np.ndarray, block_max: np.ndarray, block: int = 
     (empty when the contract holds), as an int64 ``[m, 2]`` array.
 
     Raises:
-        TypeError: ``logits`` or ``block_max`` is not a 2-D float32 array.
-        ValueError: ``block`` is not a power of two, or ``block_max`` has not
+        TypeError: ``logits`` or ``block_max`` is not a float32 numpy array.
+        ValueError: one is not 2-D, ``block`` is not a power of two, or ``block_max`` has not
             ``ceil(width / block)`` columns and one row per logits row.
     """
-    x = _check_rows(logits)
-    b = _check_rows(block_max)
+    check_logits(logits)
+    check_logits(block_max, "block_max")
+    x, b = logits, block_max
     _check_block(block)
     need = (x.shape[0], -(-x.shape[1] // block))
     if b.shape != need:

@@ -137,20 +137,6 @@ def is_tie(bits: Uint32, raw_lo: Uint32, span: Uint32, fmt: cutlass.Constexpr = 
 
 
 @cute.jit
-def vector_top(words, fmt: cutlass.Constexpr = F32):
-    """The ``fmt.vec`` scores of one 16-byte vector top-aligned (:func:`top_aligned`), in
-    position order: one operation per 16-bit score, none for float32."""
-    if const_expr(fmt.bits == 32):
-        return [words[0], words[1], words[2], words[3]]
-    else:
-        out = []
-        for q in cutlass.range_constexpr(4):
-            out.append(words[q] << Uint32(16))
-            out.append(words[q] & Uint32(0xFFFF0000))
-        return out
-
-
-@cute.jit
 def vector_bits(words, fmt: cutlass.Constexpr = F32):
     """The ``fmt.vec`` scores of one 16-byte vector (four loaded ``Uint32`` words), as raw
     bits in position order: the words themselves for float32; for 16-bit scores the low

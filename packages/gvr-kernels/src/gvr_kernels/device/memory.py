@@ -52,12 +52,6 @@ def store_u32(ptr: cute.Pointer, value: Uint32):
 
 
 @cute.jit
-def prefetch_l2(ptr: cute.Pointer):
-    """Ask L2 to fetch the line holding ``ptr`` (no register, no wait)."""
-    cute.arch.inline_ptx("prefetch.global.L2 [{$r0}];", read_only_args=[ptr])
-
-
-@cute.jit
 def prefetch_l2_bulk(ptr: cute.Pointer, nbytes: Uint32):
     """Ask L2 to fetch ``nbytes`` contiguous bytes from ``ptr`` with one bulk asynchronous
     prefetch (``cp.async.bulk.prefetch.L2``, sm_90+; PTX ISA 8.0): no register holds the data

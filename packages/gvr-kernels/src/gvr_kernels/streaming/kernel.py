@@ -259,8 +259,9 @@ class StreamingTopK:
             sh.ctl[Ctl.THR] = Int32(thr_key)
             sh.ctl[Ctl.N] = n
         count = self._stream(
-            sh, base, lead, v_begin, v_end, own_tail, plan.tail_start, n, thr_key + crowd
-        )
+            sh, base, lead, v_begin, v_end, own_tail, plan.tail_start, n, thr_key + crowd,
+            asked=True,
+        )  # fmt: skip
         code = sh.ctl[Ctl.CODE]
         thr_key = Uint32(sh.ctl[Ctl.THR])
         n = sh.ctl[Ctl.N]
@@ -359,7 +360,10 @@ class StreamingTopK:
 
     # ------------------------------------------------------------------ streaming pass
     @cute.jit
-    def _stream(self, sh, base, lead, v_begin, v_end, own_tail, tail_start, n, thr_key):
+    def _stream(
+        self, sh, base, lead, v_begin, v_end, own_tail, tail_start, n, thr_key,
+        asked: cutlass.Constexpr = False,
+    ):  # fmt: skip
         """Stage every score of this CTA's chunk with key >= ``thr_key``; returns the count.
 
         Slots come from one shared atomic per warp per tile; every survivor is counted, but
@@ -399,8 +403,9 @@ class StreamingTopK:
                     )
                 v_first = Int32(1)
         ahead = cfg.prefetch * tile
-        if const_expr(cfg.prefetch > 0):
-            # L2 holds ``prefetch`` tiles ahead of the tile being loaded.
+        if const_expr(cfg.prefetch > 0 and not asked):
+            # L2 holds ``prefetch`` tiles ahead of the tile being loaded (``asked``: the first
+            # ones were asked before the sample).
             if tid == 0:
                 prefetch_vectors(base, v_first, v_first + ahead, v_end, fmt)
         # Whole tiles first, with no range test; then the one partial tile, tested.
