@@ -7,8 +7,8 @@ Sets:
                 the registry), in every call mode with and without values and the
                 deterministic mode;
   device-tests  ``routable`` plus the path-recording variants the forced-path tests use;
-  register      the register-resident configurations of ``tests/kernels/test_register_gpu.py``
-                and ``tools/tune_register.py``.
+  register      the register-resident configurations of ``tests/kernels/test_register_gpu.py``,
+                ``tools/tune_register.py`` and ``tools/sanitize_register.py``.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def register_configs() -> list:
     for threads, vecs in tests:
         base = RegisterConfig(threads=threads, vecs=vecs)
         for cfg in (
+            replace(base, bracket=False),
             replace(base, record_paths=True),
             replace(base, record_paths=True, capacity=2048),
             replace(base, mode="prefill", with_values=True),
@@ -53,6 +54,10 @@ def register_configs() -> list:
             replace(base, with_values=True, deterministic=True),
         ):
             out[cfg] = None
+    # tools/sanitize_register.py: the bracket paths past a small staging.
+    small = RegisterConfig(threads=512, vecs=4, capacity=2048)
+    out[small] = None
+    out[replace(small, with_values=True, deterministic=True)] = None
     return list(out)
 
 

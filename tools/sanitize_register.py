@@ -5,17 +5,21 @@
 
 Covers one-vector and eight-vector CTAs, sampled rows (the rung), underestimated rungs, short
 and unsampled rows, rows longer than the registers (the whole-row selection from memory),
-values and the deterministic tie mode, prefill windows. Exit status 1 on an inexact row.
+values and the deterministic tie mode, prefill windows, and every bracket path (the crossing
+bin taken whole, ranked, narrowed from the staging, or from the registers past the capacity).
+Exit status 1 on an inexact row.
 """
 
 from __future__ import annotations
 
 import sys
 
+import numpy as np
 import torch
 from gvr_kernels.register import RegisterConfig
 from gvr_kernels.routing import Route
 from gvr_kernels.testing import KernelProvider, check_windows
+from gvr_reference.register_model import RegisterParams, sample_positions
 
 
 def main() -> int:
@@ -45,9 +49,38 @@ def main() -> int:
         bad += int(
             (~check_windows(x[:4], s.to(torch.int64), (e - s).to(torch.int64), k, out)).sum()
         )
+    bad += bracket_rows(kp, g)
     torch.cuda.synchronize()
     print(f"inexact rows: {bad}")
     return 1 if bad else 0
+
+
+def bracket_rows(kp, g) -> int:
+    """The bracket paths on 512 x 4 CTAs with a staging of 2048 entries: gaussian rows, a
+    tie class at the top on half the threads (600 and 3000 of it, off the sample), a row
+    the bracket refuses (+inf), a short row; values and both tie modes."""
+    threads, vecs = 512, 4
+    cap = 4 * threads * vecs
+    x = torch.randn(6, cap, generator=g, device="cuda")
+    pos = np.arange(cap)
+    half = np.flatnonzero((pos // 4) % threads < threads // 2)
+    off = np.setdiff1d(half, sample_positions(cap, 0, RegisterParams(threads, vecs)))
+    cls = torch.from_numpy(off).cuda()
+    x[2, cls[:600]] = 6.0
+    x[3, cls[:3000]] = 6.0
+    x[4, 3] = float("inf")
+    kv = torch.tensor([cap, cap - 3, cap, cap, cap, 300], dtype=torch.int32, device="cuda")
+    bad = 0
+    for k in (512, 2048):
+        for values, det in ((False, False), (True, True)):
+            cfg = RegisterConfig(threads=threads, vecs=vecs, capacity=2048, with_values=values,
+                                 deterministic=det)  # fmt: skip
+            route = Route(config=cfg, parts=1, grid=6, workspace_words=0, n_env=cap)
+            out, _, _, _ = kp.launch("decode", x, kv, None, k, values=values, det=det,
+                                     route=route)  # fmt: skip
+            zeros = torch.zeros(6, dtype=torch.int64, device="cuda")
+            bad += int((~check_windows(x, zeros, kv.to(torch.int64), k, out)).sum())
+    return bad
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from gvr_reference import validate
 from gvr_reference.model import Path
+from gvr_reference.oracle import topk_windows
 from gvr_reference.register_model import sample_positions, simulate_row
 from gvr_reference.windows import RowWindows
 from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
@@ -53,11 +54,13 @@ def check(batch, out, values=None, det=False):
     helpers.check(ROWS_CHECKED, batch, out, values, det)
 
 
+@pytest.mark.parametrize("bracket", [True, False], ids=["bracket", "sampled"])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"t{t}v{v}" for t, v in SHAPES])
 @pytest.mark.parametrize("k", [512, 1024, 2048])
-def test_families_exact(kp, shape, k):
+def test_families_exact(kp, shape, k, bracket):
     """Every value family at lengths from 0 to past the registers (the oversize rows take
-    the whole-row selection from memory), one launch per family."""
+    the whole-row selection from memory), one launch per family, with and without the
+    bracket path."""
     cap = 4 * shape[0] * shape[1]
     width = cap + 37
     for i, family in enumerate(FAMILIES):
@@ -72,7 +75,8 @@ def test_families_exact(kp, shape, k):
         )
         logits = to_device(batch)
         kv = torch.from_numpy(batch.kv_lens).cuda()
-        out, _, _, _ = launch(kp, config(*shape), "decode", logits, kv, None, k)
+        cfg = config(*shape, bracket=bracket)
+        out, _, _, _ = launch(kp, cfg, "decode", logits, kv, None, k)
         check(batch, out)
 
 
@@ -149,40 +153,57 @@ def test_prefill_windows_and_full_rows(kp, shape):
 @pytest.mark.parametrize("shape", [(512, 4), (1024, 8)], ids=str)
 def test_forced_paths_match_the_model(kp, shape):
     """Rows built to reach every path; the kernel's recorded path equals the CPU model's and
-    every answer is exact."""
+    every answer is exact. A +inf score makes the bracket refuse a row (the sampled paths)."""
     from gvr_reference.register_model import RegisterParams, register_plan
 
     threads, vecs = shape
     cap = 4 * threads * vecs
     k = 512
     params = RegisterParams(threads, vecs, capacity=2048)
-    b = 80
+    kinds = 12
+    b = 8 * kinds
     width = cap + 64
     g = rng(6, *shape)
     x = g.standard_normal((b, width)).astype(np.float32)
     kv = np.full(b, cap, np.int32)
+    top = np.float32(6.0)
     for r in range(b):
-        kind = r % 8
+        kind = r % kinds
         n = int(kv[r])
         pos = sample_positions(n, 0, params)
         j1 = register_plan(n, k, int(pos.size), params.aim_mult).j1
-        if kind == 1:  # the top sample ranks are huge: the rung is above the K-th key
+        if kind == 0 and r % 2:  # k well-spread keys first: the crossing bin is taken whole
+            x[r, :k] = 100.0 + np.arange(k, dtype=np.float32)
+        elif kind == 1:  # the top sample ranks are huge: the rung is above the K-th key
             x[r, pos[:j1]] = 1000.0 + np.arange(j1, dtype=np.float32)
+            x[r, 3] = np.inf
         elif kind == 2:  # short rows
             kv[r] = [k - 1, k, 0][r % 3]
-        elif kind == 3:  # unsampled rows
+        elif kind == 3:  # rows of 4 k scores: the bracket, or unsampled
             kv[r] = 4 * k
+            if r % 2:
+                x[r, 3] = np.inf
         elif kind == 4:  # longer than the registers hold
             kv[r] = width - r % 4
         elif kind == 5:  # more keys above the rung than the staging, unseen by the sample
             off = np.setdiff1d(np.arange(n), pos)[:3000]
             x[r, off] = 50.0 + np.arange(off.size, dtype=np.float32) / 64
+            x[r, 3] = np.inf
         elif kind == 6:  # a crowded tie class at the rung: the keys above it, then ties
             x[r, g.random(width) < 0.3] = 2.5
         elif kind == 7:  # the same crowd with more keys above it than the staging
             x[r, g.random(width) < 0.3] = 2.5
             free = np.setdiff1d(np.flatnonzero(x[r, :n] != 2.5), pos)[:3000]
             x[r, free] = 9.0 + np.arange(free.size, dtype=np.float32) / 64
+        elif kind in (8, 9):  # a tie class at the top, unseen by the sample, on half the
+            # threads (the others' maxima keep the bracket's low end below it): narrowed from
+            # the staging, or (more of them than it holds) from the registers
+            half = np.flatnonzero((np.arange(n) // 4) % threads < threads // 2)
+            x[r, np.setdiff1d(half, pos)[: 600 if kind == 8 else 3000]] = top
+        elif kind == 10:  # the sampled first rung
+            x[r, 3] = np.inf
+        elif kind == 11:  # ties inside the crossing bin
+            x[r] = np.round(x[r] * 64) / 64
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(b)])
     logits = torch.from_numpy(x).cuda()
@@ -200,6 +221,10 @@ def test_forced_paths_match_the_model(kp, shape):
         Path.SHORT,
         Path.UNSAMPLED,
         Path.TIE,
+        Path.BRACKET,
+        Path.BRACKET_RANK,
+        Path.BRACKET_NARROW,
+        Path.BRACKET_OVERFLOW,
     }
     assert expected <= {Path(int(v)) for v in want}
     crowded = [simulate_row(x[r, : kv[r]], k, params).crowded for r in range(b)]
@@ -207,6 +232,40 @@ def test_forced_paths_match_the_model(kp, shape):
     report = validate.check_topk(x, windows, k, out.cpu().numpy())
     assert report.ok, report.summary()
     ROWS_CHECKED["n"] += b
+
+
+@pytest.mark.parametrize("det", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"t{t}v{v}" for t, v in SHAPES])
+def test_bracket_ties_values_and_paths(kp, shape, det):
+    """Rows on a grid of 1/64 (ties in and around the crossing bin, too few per key for the
+    crowd test), gaussian rows and prefill windows: values and both tie modes exact, and the
+    recorded paths equal to the model's."""
+    threads, vecs = shape
+    cap = 4 * threads * vecs
+    params = config(threads, vecs).params
+    for k in (512, 2048):
+        if k >= cap:
+            continue
+        g = rng(8, k, det, *shape)
+        b = 64
+        x = g.standard_normal((b, cap)).astype(np.float32)
+        x[::2] = np.round(x[::2] * 64) / 64
+        kv = g.integers(k + 1, cap + 1, b).astype(np.int32)
+        logits = torch.from_numpy(x).cuda()
+        kvd = torch.from_numpy(kv).cuda()
+        cfg = config(threads, vecs)
+        out, val, _, _ = launch(kp, cfg, "decode", logits, kvd, None, k, values=True, det=det)
+        windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
+        rep = validate.check_topk(x, windows, k, out.cpu().numpy(), val.cpu().numpy())
+        assert rep.ok, rep.summary()
+        if det:
+            want = topk_windows(x, windows, k, deterministic=True)
+            assert np.array_equal(np.sort(want, axis=1), np.sort(out.cpu().numpy(), axis=1))
+        _, _, paths, _ = launch(kp, cfg, "decode", logits, kvd, None, k, paths=True)
+        want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(b)])
+        got = paths.cpu().numpy()
+        assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
+        ROWS_CHECKED["n"] += b
 
 
 def test_many_rows(kp):

@@ -4,14 +4,29 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gvr_reference.keys import order_key
+from gvr_reference import validate
+from gvr_reference.keys import key_to_float, order_key
 from gvr_reference.model import Path
 from gvr_reference.register_model import (
+    BRACKET_BINS,
+    CROWD_MIN,
+    KEY_FLT_MAX,
+    KEY_NEG_FLT_MAX,
+    RANK_MAX,
     RegisterParams,
+    bracket,
+    bracket_bins,
+    bracket_low,
+    bracket_topk,
+    crossing,
+    crowded_sample,
     register_plan,
     sample_positions,
     simulate_row,
+    thread_sample,
 )
+from gvr_reference.windows import RowWindows
+from gvr_reference.workloads import FAMILIES, make_decode_batch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,14 +87,18 @@ def test_params_validation():
     assert RegisterParams(512, 4).max_n == 8192
 
 
-def test_every_path():
+def test_every_sampled_path():
+    """Rows the bracket cannot serve (a +inf score at the top) take the sampled paths."""
     p = RegisterParams(512, 4)
     k = 512
     g = np.random.default_rng(3)
     n = p.max_n
     x = g.standard_normal(n).astype(np.float32)
+    x[n - 1] = np.inf
     assert simulate_row(x[:k], k, p).path == Path.SHORT
-    assert simulate_row(x[: 4 * k], k, p).path == Path.UNSAMPLED
+    y4 = x[: 4 * k].copy()
+    y4[-1] = np.inf
+    assert simulate_row(y4, k, p).path == Path.UNSAMPLED
     first = simulate_row(x, k, p)
     assert first.path == Path.FIRST
     assert first.count1 == int((order_key(x) >= first.t1).sum()) >= k
@@ -97,13 +116,15 @@ def test_every_path():
     # More keys at or above the rung than the staging holds: selected from the registers.
     small = RegisterParams(512, 4, capacity=1024)
     z = x.copy()
-    off = np.setdiff1d(np.arange(n), pos)[:1500]
+    off = np.setdiff1d(np.arange(n - 1), pos)[:1500]
     z[off] = 50 + np.arange(off.size, dtype=np.float32) / 64
     over = simulate_row(z, k, small)
     assert over.path == Path.RESCUE_OVERFLOW and over.count1 > 1024 and not over.crowded
-    # A tie class the sample sees as one crowded key: keys above it staged, ties counted.
-    t = x.copy()
+    # A tie class the sample sees as one crowded key (the crowd test sends the row here
+    # even without the +inf): keys above it staged, ties counted.
+    t = g.standard_normal(n).astype(np.float32)
     t[g.random(n) < 0.3] = 2.5
+    assert crowded_sample(thread_sample(order_key(t), 0, small))
     tie = simulate_row(t, k, small)
     keys = order_key(t)
     assert tie.path == Path.TIE and tie.crowded
@@ -114,3 +135,157 @@ def test_every_path():
     t[free] = 9 + np.arange(free.size, dtype=np.float32) / 64
     crowd_over = simulate_row(t, k, small)
     assert crowd_over.path == Path.RESCUE_OVERFLOW and crowd_over.crowded
+
+
+def test_every_bracket_path():
+    p = RegisterParams(512, 4, capacity=2048)
+    k = 512
+    g = np.random.default_rng(4)
+    n = p.max_n
+    seen = set()
+    for _ in range(20):
+        x = g.standard_normal(n).astype(np.float32)
+        tr = simulate_row(x, k, p)
+        seen.add(tr.path)
+        keys = order_key(x)
+        assert tr.t1 == bracket_low(keys, k, 0, p) >= int(keys[:k].min())
+    assert {Path.BRACKET, Path.BRACKET_RANK} <= seen
+    # A tie class at the top that the sample does not see (no crowd): narrowed from the
+    # staging ...
+    x = g.standard_normal(n).astype(np.float32)
+    # Positions of the lower half of the threads only (the others' maxima keep the low end
+    # below the class), none of them sampled.
+    half = np.flatnonzero((np.arange(n) // 4) % p.threads < p.threads // 2)
+    free = np.setdiff1d(half, sample_positions(n, 0, p))
+    x[free[:600]] = 6.0
+    tr = simulate_row(x, k, p)
+    assert tr.path == Path.BRACKET_NARROW and RANK_MAX < tr.count1 <= p.capacity
+    # ... or, past the capacity, from the registers.
+    x[free[:3000]] = 6.0
+    tr = simulate_row(x, k, p)
+    assert tr.path == Path.BRACKET_OVERFLOW and tr.count1 > p.capacity
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda x, k: x.__setitem__(5, np.inf),  # +inf at the top
+        lambda x, k: x.__setitem__(7, np.nan),  # NaN at the top
+        lambda x, k: x.__setitem__(slice(None), 1.0),  # a constant row: top == lo
+        lambda x, k: x.__setitem__(slice(None), x * np.float32(1e-39)),  # subnormal width
+    ],
+)
+def test_rows_the_bracket_refuses_take_the_sampled_path(edit):
+    p = RegisterParams(512, 2)
+    k = 512
+    x = np.random.default_rng(5).standard_normal(p.max_n).astype(np.float32)
+    edit(x, k)
+    keys = order_key(x)
+    assert bracket(int(keys[:k].min()), int(keys.max())) is None
+    assert simulate_row(x, k, p).path in {Path.FIRST, Path.TIE, Path.UNSAMPLED}
+    assert bracket_topk(x, k) is None
+
+
+def test_bracket_low_end():
+    """The low end is the first k's minimum, raised to the smallest per-thread maximum when
+    at least k threads hold a score; either way at least k keys are at or above it."""
+    p = RegisterParams(512, 2)
+    g = np.random.default_rng(8)
+    for n, k, lead in ((4096, 512, 0), (4096, 2048, 0), (1500, 512, 2), (2049, 256, 3)):
+        keys = order_key(g.standard_normal(n).astype(np.float32))
+        lo = bracket_low(keys, k, lead, p)
+        assert (keys >= lo).sum() >= k
+        assert lo >= int(keys[:k].min())
+        if k > p.threads or (lead + n) >> 2 < k:
+            assert lo == int(keys[:k].min())
+    # A -inf among the first k: the per-thread maxima still give a finite bracket.
+    x = g.standard_normal(4096).astype(np.float32)
+    x[7] = -np.inf
+    keys = order_key(x)
+    assert bracket(int(keys[:512].min()), int(keys.max())) is None
+    assert bracket(bracket_low(keys, 512, 0, p), int(keys.max())) is not None
+    assert simulate_row(x, 512, p).path in {Path.BRACKET, Path.BRACKET_RANK}
+
+
+def test_bracket_arithmetic_matches_ieee_float32():
+    lo, top = order_key(np.array([-3.0, 5.0], np.float32))
+    br = bracket(lo, top)
+    assert br.vlo == np.float32(-3.0)
+    assert br.scale == np.float32(np.float32(BRACKET_BINS - 1) / np.float32(8.0))
+    keys = order_key(np.array([-3.0, -2.99, 0.0, -0.0, 1.0, 5.0], np.float32))
+    b = bracket_bins(keys, br)
+    assert b[0] == 0 and b[-1] == BRACKET_BINS - 1
+    assert b[2] == b[3]  # -0.0 and +0.0 share a key and a bin
+    assert b[4] == int(np.rint(np.float32(4.0) * br.scale))  # rounded, ties to even
+    # Ends at the edge of the finite values still form a bracket; past them, none does.
+    assert bracket(KEY_NEG_FLT_MAX, KEY_FLT_MAX) is None  # width overflows
+    assert bracket(KEY_NEG_FLT_MAX, int(order_key(np.array([0.0], np.float32))[0])) is not None
+    assert bracket(KEY_NEG_FLT_MAX - 1, KEY_FLT_MAX - 1) is None
+    assert bracket(int(top), int(lo)) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lo=st.floats(-(2.0**100), 2.0**100, width=32),
+    span=st.floats(2.0**-100, 2.0**100, width=32),
+    data=st.data(),
+)
+def test_bins_are_monotone_in_the_key(lo, span, data):
+    """The exactness premise: the bin never decreases as the key grows, over any bracket."""
+    ends = np.array([lo, np.float32(lo) + np.float32(span)], np.float32)
+    klo, ktop = (int(v) for v in order_key(ends))
+    br = bracket(klo, ktop)
+    if br is None:
+        return
+    inner = data.draw(st.lists(st.integers(klo, ktop), min_size=1, max_size=200))
+    keys = np.unique(np.array([klo, ktop, *inner], np.uint32))
+    # -0.0 has no canonical key of its own; every other key in range is a finite value.
+    keys = keys[keys != np.uint32(0x7FFFFFFF)]
+    assert np.isfinite(key_to_float(keys)).all()
+    b = bracket_bins(keys, br)
+    assert (np.diff(b) >= 0).all()
+    assert b.min() >= 0 and b.max() <= BRACKET_BINS - 1
+
+
+def test_crossing():
+    hist = np.array([5, 0, 3, 2, 0, 1])
+    assert crossing(hist, 1) == (5, 0, 1)
+    assert crossing(hist, 2) == (3, 1, 2)
+    assert crossing(hist, 3) == (3, 1, 2)
+    assert crossing(hist, 4) == (2, 3, 3)
+    assert crossing(hist, 11) == (0, 6, 5)
+
+
+def test_crowd_test():
+    p = RegisterParams(512, 2)
+    keys = order_key(np.random.default_rng(6).standard_normal(p.max_n).astype(np.float32))
+    s = thread_sample(keys, 0, p)
+    assert not crowded_sample(s)
+    pos = sample_positions(p.max_n, 0, p)
+    assert np.array_equal(s[s != 0], keys[pos])
+    s2 = s.copy()
+    s2[32 : 32 + CROWD_MIN] = 12345
+    assert crowded_sample(s2)
+    s2[32 + CROWD_MIN - 1] = 0  # invalid slots do not count
+    assert not crowded_sample(s2)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bracket_selection_is_exact(family):
+    """The bracket path's rule on the CPU agrees with the oracle on every value family."""
+    k = 512
+    batch = make_decode_batch(
+        np.random.default_rng(7), batch=16, k=k, width=6000, row_stride=6000, family=family
+    )
+    for r in range(16):
+        n = int(batch.kv_lens[r])
+        x = batch.logits[r : r + 1, :n]
+        if n <= k:
+            continue
+        idx = bracket_topk(x[0], k)
+        if idx is None:
+            continue
+        rep = validate.check_topk(
+            x, RowWindows(np.zeros(1), np.array([n])), k, idx[None].astype(np.int32)
+        )
+        assert rep.ok, (family, r, rep.summary())

@@ -32,6 +32,16 @@ The tuning constants below were measured on an H200 (``tools/device_streaming.py
   512 float16 rows overflowed at K = 2048, 243 against 101 us; none since); the other cores
   serve rows that run side by side and keep the cheaper sample (1-2 us less at b <= 128).
 
+The register-resident family's bracket histogram path (``RegisterConfig.bracket``: one
+2048-bin histogram of the held keys instead of the sampled rung, staging and radix levels)
+is built for the 512 x 4 shape (envelopes 4,097-8,192) at ``k >= BRACKET_MIN_K``, where it
+measured faster: raw kernel times at n = 8,192, K = 2048, 8.8 / 10.1 / 11.9 / 25.7 us at
+b = 1 / 32 / 128 / 512 against 11.6 / 12.6 / 13.3 / 27.7 us sampled. At K = 512 and for the
+other shapes it measured even or slower (n = 16,384, K = 512, b = 1: 12.1 against 11.6 us on
+1024 x 4), since the histogram takes one shared atomic per held key where the sampled path
+stages only the few thousand above its rung; and with eight vectors a thread at 64 registers
+the bracket code spills. Those shapes keep the sampled path (``bracket=False``).
+
 bfloat16 and float16 logits (``dtype``) run on the streaming family's 16-bit configurations
 (16-byte vectors of 8 scores, 16-bit keys, two scores per compare): the same cores with four
 vectors per thread per tile on the 512-thread core (rows > SMs: b = 512, n = 262,144 bf16
@@ -66,6 +76,7 @@ __all__ = [
     "MIN_PART_ELEMS",
     "REGISTER_MAX_N",
     "REGISTER_WIDE_N",
+    "BRACKET_MIN_K",
     "MAX_K",
     "SMALL_ROW_N",
     "DTYPES",
@@ -91,6 +102,8 @@ MAX_K = 2048
 REGISTER_MAX_N = 16384
 #: ... and at most this long when the rows fit the SMs (one 1024-thread CTA each).
 REGISTER_WIDE_N = 32768
+#: Smallest K whose 512 x 4 register rows take the bracket histogram path.
+BRACKET_MIN_K = 1024
 
 #: The streaming cores the policy picks from (call-mode fields left at their defaults).
 _SPLIT = StreamingConfig(
@@ -112,7 +125,13 @@ _SINGLE_512 = StreamingConfig(
 
 
 def _register_core(
-    spec: DeviceSpec, rows: int, n_env: int, mode: str, with_values: bool, deterministic: bool
+    spec: DeviceSpec,
+    rows: int,
+    n_env: int,
+    k: int,
+    mode: str,
+    with_values: bool,
+    deterministic: bool,
 ):
     """The register-resident core for a launch, or None where the streaming family is faster
     or the row does not fit.
@@ -122,7 +141,20 @@ def _register_core(
     (``tests/kernels/test_compile.py``): prefill windows with the deterministic tie mode, and
     for eight vectors per thread also prefill windows, values and the tie mode; those variants
     run one 512-thread CTA per SM (128 registers) or stream.
+
+    The bracket histogram path (``RegisterConfig.bracket``) is built where it measured faster
+    than the sampled path: 512 x 4 (envelopes 4,097-8,192) at ``k >= BRACKET_MIN_K``.
     """
+    reg = _register_shape(spec, rows, n_env, mode, with_values, deterministic)
+    if reg is None:
+        return None
+    return replace(reg, bracket=reg.threads == 512 and reg.vecs == 4 and k >= BRACKET_MIN_K)
+
+
+def _register_shape(
+    spec: DeviceSpec, rows: int, n_env: int, mode: str, with_values: bool, deterministic: bool
+):
+    """The CTA shape of :func:`_register_core` (threads, vectors, residency), or None."""
     few = rows <= spec.sm_count
     prefill = mode == "prefill"
     if n_env <= 2048:
@@ -221,7 +253,7 @@ def route_static(
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     reg = None
     if dtype == "float32":
-        reg = _register_core(spec, rows, n_env, mode, with_values, deterministic)
+        reg = _register_core(spec, rows, n_env, k, mode, with_values, deterministic)
     if reg is not None and reg.smem_bytes * reg.resident <= spec.smem_per_sm:
         config = replace(reg, mode=mode, with_values=with_values, deterministic=deterministic)
         return Route(config=config, parts=1, grid=rows, workspace_words=0, n_env=n_env)

@@ -80,6 +80,15 @@ class Path(enum.IntEnum):
     RESCUE_OVERFLOW = 5
     WHOLE_ROW = 6
     TIE = 7
+    #: Register-resident family, bracket histogram (``gvr_reference.register_model``): the
+    #: crossing bin is taken whole ...
+    BRACKET = 8
+    #: ... ranked by one warp (at most ``RANK_MAX`` keys) ...
+    BRACKET_RANK = 9
+    #: ... narrowed by radix levels over its staged keys ...
+    BRACKET_NARROW = 10
+    #: ... or narrowed over the registers (more keys than the staging holds).
+    BRACKET_OVERFLOW = 11
 
 
 @dataclass(frozen=True)

@@ -2,39 +2,70 @@
 
 A register-resident kernel holds a whole row in the registers of one CTA (``threads`` threads,
 ``vecs`` 16-byte vectors each, plus up to three tail scores on warp 0), so it reads the row
-exactly once and never stages survivors. Per row:
+exactly once. Per row:
 
-1. **Sample.** Every thread contributes one of its own scores, from slot ``(j, q)`` with
-   ``j = t % vecs`` and ``q = (t // vecs) % 4`` (vector ``t + j * threads``): a sample spread
-   over the whole row at no memory cost. Slots outside the window do not count.
-2. **Rung.** Radix narrowing over the valid sample keys (range ``[1, KEY_MAX]``) finds ``T``
-   with ``j1 <= #(sample >= T) <= 2 j1``, ``j1 = aim * s / n`` (``s`` valid sample keys,
-   ``aim = aim_mult * k``). Rows with ``n <= 2 aim`` skip it (``T = 1``).
-3. **Stage.** The keys ``>= T`` (and their positions) go to a shared-memory staging buffer of
-   ``capacity`` entries; all of them are counted (``count``), even past the capacity.
-4. **Select.** ``k <= count <= capacity`` (``FIRST``): radix narrowing over the staged keys in
-   ``[T, max key]``. Otherwise the registers themselves are the candidates:
-   ``count > capacity`` (``RESCUE_OVERFLOW``) over ``[T, max key]``, ``count < k``
-   (``RESCUE_UNDERESTIMATE``) or an unsampled row (``UNSAMPLED``) over ``[1, max key]``.
-   Each gives the exact rule "keys above ``thr`` plus ``need_eq`` keys equal to it", then one
-   emission pass over the same candidates.
-5. **Crowded rung** (:func:`gvr_reference.model.crowded_rung`: the sample narrowing ended on
-   one key that at least two sample keys share): the staging takes the keys *above* ``T``
-   and the keys equal to ``T`` are counted. With ``count < k <= count + eq`` (``TIE``) the
-   rule is known without any narrowing (``thr = T``, ``need_eq = k - count``) and one
-   emission pass over the registers writes it; otherwise the paths above, over the keys
-   above ``T``.
+1. **Bracket.** ``lo`` is the smallest key among window positions ``[0, k)`` (so at least
+   ``k`` keys are ``>= lo``), raised to the smallest of the per-thread maxima when at least
+   ``k`` threads hold a score (each maximum is a distinct score, so again at least ``k``
+   keys are ``>= lo``: :func:`bracket_low`); ``top`` is the largest key of the row. When
+   both are finite values and ``vmax - vlo`` and
+   ``scale = (BRACKET_BINS - 1) / (vmax - vlo)`` are finite (:func:`bracket`), every key
+   ``>= lo`` goes to bin ``min(round((v - vlo) * scale), BRACKET_BINS - 1)`` computed in
+   IEEE float32 with round-to-nearest and no flush of subnormals, the rounding to an
+   integer done by adding ``2**23`` (:func:`bracket_bins`). Correctly rounded subtraction,
+   multiplication by a positive constant and addition are each monotone, and so is
+   ``min``, so the bin is a non-decreasing function of the key: a bin's keys form one
+   contiguous key interval, and the bins order keys exactly as a radix level does. The
+   float arithmetic only decides how finely the keys are spread, never which are selected.
+2. **Crossing bin** ``b`` of the histogram for ``k``: ``above`` keys lie in higher bins,
+   ``m`` in ``b``, ``need = k - above`` of them are wanted (``1 <= need <= m``). Every key
+   in a higher bin is in the answer and is written out at once; then
+   ``m == need``: the whole bin too, in the same pass (``BRACKET``);
+   ``m <= RANK_MAX``: the bin is staged and one warp ranks it by (key descending, position
+   ascending), writing the first ``need`` (``BRACKET_RANK``);
+   ``m <= capacity``: the staged bin is narrowed by radix levels over its key range
+   (``BRACKET_NARROW``); otherwise the registers are narrowed over that key range, which
+   holds exactly the bin's keys (``BRACKET_OVERFLOW``).
+3. **Rows the bracket cannot serve** (an infinite or NaN score at the top, ``-inf`` at the
+   bottom, a constant first ``k``, a range too narrow for the scale) and **crowded rows**
+   (some warp's 32 sample keys, step a, hold one key ``CROWD_MIN`` times: a tie class large
+   enough that its bin's atomics would serialise, :func:`crowded_sample`) take the sampled
+   path:
+
+   a. **Sample.** Every thread contributes one of its own scores, from slot ``(j, q)`` with
+      ``j = t % vecs`` and ``q = (t // vecs) % 4`` (vector ``t + j * threads``): a sample
+      spread over the whole row at no memory cost. Slots outside the window do not count.
+   b. **Rung.** Radix narrowing over the valid sample keys (range ``[1, KEY_MAX]``) finds
+      ``T`` with ``j1 <= #(sample >= T) <= 2 j1``, ``j1 = aim * s / n`` (``s`` valid sample
+      keys, ``aim = aim_mult * k``). Rows with ``n <= 2 aim`` skip it (``T = 1``).
+   c. **Stage.** The keys ``>= T`` (and their positions) go to a shared-memory staging
+      buffer of ``capacity`` entries; all of them are counted (``count``), even past the
+      capacity.
+   d. **Select.** ``k <= count <= capacity`` (``FIRST``): radix narrowing over the staged
+      keys in ``[T, max key]``. Otherwise the registers themselves are the candidates:
+      ``count > capacity`` (``RESCUE_OVERFLOW``) over ``[T, max key]``, ``count < k``
+      (``RESCUE_UNDERESTIMATE``) or an unsampled row (``UNSAMPLED``) over
+      ``[1, max key]``. Each gives the exact rule "keys above ``thr`` plus ``need_eq`` keys
+      equal to it", then one emission pass over the same candidates.
+   e. **Crowded rung** (:func:`gvr_reference.model.crowded_rung`: the sample narrowing ended
+      on one key that at least two sample keys share): the staging takes the keys *above*
+      ``T`` and the keys equal to ``T`` are counted. With ``count < k <= count + eq``
+      (``TIE``) the rule is known without any narrowing (``thr = T``,
+      ``need_eq = k - count``) and one emission pass over the registers writes it;
+      otherwise the paths above, over the keys above ``T``.
 
 Since every score stays in a register, no fallback reads the row again: exactness never
-depends on the sample or the capacity (they only decide how many candidates the selection
-walks). A row longer than the registers hold (only when the caller's envelope is below the
-row) takes the exact whole-row radix selection of the streaming family, reading from global
-memory (``WHOLE_ROW``).
+depends on the bracket, the sample or the capacity (they only decide how many candidates the
+selection walks). A row longer than the registers hold (only when the caller's envelope is
+below the row) takes the exact whole-row radix selection of the streaming family, reading
+from global memory (``WHOLE_ROW``).
 
 :func:`register_plan` is the integer formula shared by the kernel (traced with the device
-``ops``) and :func:`simulate_row`; the paths are :class:`gvr_reference.model.Path` codes
-(``SHORT``, ``UNSAMPLED``, ``FIRST``, ``TIE``, ``RESCUE_UNDERESTIMATE``,
-``RESCUE_OVERFLOW``, ``WHOLE_ROW``).
+``ops``) and :func:`simulate_row`; the paths are :class:`gvr_reference.model.Path` codes.
+Source of the bracket's ends (the minimum of the first ``k`` scores and the row maximum): the
+register-resident kernels of TensorRT-LLM's GVR V2 top-K (``gvr_topk`` in
+``tensorrt_llm/_torch``, hint-free arm); the key-order guard, the bins and the warp rank are
+this library's.
 """
 
 from __future__ import annotations
@@ -44,11 +75,24 @@ from typing import Any
 
 import numpy as np
 
-from .keys import order_key
+from .keys import key_to_float, order_key
 from .ladder import PY_OPS
 from .model import Path, RowTrace, crowded_rung, rung_with_ties
 
 __all__ = [
+    "BRACKET_BINS",
+    "RANK_MAX",
+    "CROWD_MIN",
+    "crowded_sample",
+    "thread_sample",
+    "KEY_FLT_MAX",
+    "KEY_NEG_FLT_MAX",
+    "Bracket",
+    "bracket",
+    "bracket_bins",
+    "crossing",
+    "bracket_low",
+    "bracket_topk",
     "RegisterParams",
     "RegisterPlan",
     "register_plan",
@@ -56,6 +100,94 @@ __all__ = [
     "simulate_row",
     "simulate_windows",
 ]
+
+#: Bins of the bracket histogram.
+BRACKET_BINS = 2048
+#: Crossing bins of at most this many keys are ranked by one warp (one key per lane).
+RANK_MAX = 32
+#: A warp whose sample holds one key this many times (a quarter of its 32) marks the row
+#: crowded: a tie class that large would send long runs of atomics to one bracket bin.
+CROWD_MIN = 8
+#: Order keys of +FLT_MAX and -FLT_MAX: the bracket's ends must lie in between.
+KEY_FLT_MAX = 0xFF7FFFFF
+KEY_NEG_FLT_MAX = 0x00800000
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """The float32 map of a row's keys ``>= lo`` onto the bracket histogram's bins.
+
+    Attributes:
+        lo: the order key of the bracket's low end.
+        vlo: its value (float32).
+        scale: ``(bins - 1) / (vmax - vlo)`` in float32 (positive, finite).
+    """
+
+    lo: int
+    vlo: np.float32
+    scale: np.float32
+
+
+def bracket(lo: int, top: int, bins: int = BRACKET_BINS) -> Bracket | None:
+    """The bracket of keys ``[lo, top]``, or None when it cannot be formed (an end outside
+    the finite values, ``top <= lo``, or an infinite width or scale).
+
+    The arithmetic is the kernel's: ``sub.rn.f32`` and ``div.rn.f32``, IEEE float32
+    round-to-nearest, subnormals kept (numpy float32 is the same arithmetic)."""
+    lo, top = int(lo), int(top)
+    if not KEY_NEG_FLT_MAX <= lo < top <= KEY_FLT_MAX:
+        return None
+    vlo, vmax = key_to_float(np.array([lo, top], np.uint32))
+    with np.errstate(over="ignore", divide="ignore"):
+        width = np.float32(vmax - vlo)
+        scale = np.float32(np.float32(bins - 1) / width)
+    if not (np.isfinite(width) and np.isfinite(scale)):
+        return None
+    return Bracket(lo, np.float32(vlo), scale)
+
+
+def bracket_bins(keys: np.ndarray, br: Bracket, bins: int = BRACKET_BINS) -> np.ndarray:
+    """Bins (int64) of ``keys`` (every one ``>= br.lo`` and a finite value):
+    ``min(round((v - vlo) * scale), bins - 1)`` in float32, the rounding done by adding
+    ``2**23`` (ties to even; ``sub.rn``, ``mul.rn``, ``add.rn``, an integer subtract and
+    ``min.u32`` on the device)."""
+    v = key_to_float(np.asarray(keys, np.uint32))
+    with np.errstate(over="ignore"):
+        d = (v - br.vlo) * br.scale + np.float32(1 << 23)
+    b = d.view(np.uint32).astype(np.int64) - 0x4B000000
+    return np.minimum(b, bins - 1)
+
+
+def crossing(hist: np.ndarray, target: int) -> tuple[int, int, int]:
+    """``(b, above, count_b)``: the highest bin whose suffix count reaches ``target``
+    (``1 <= target <= hist.sum()``), the count above it and its own count."""
+    suffix = np.cumsum(hist[::-1])[::-1]
+    b = int(np.flatnonzero(suffix >= target).max())
+    above = int(suffix[b + 1]) if b + 1 < hist.size else 0
+    return b, above, int(hist[b])
+
+
+def bracket_topk(values: np.ndarray, k: int) -> np.ndarray | None:
+    """The bracket path's selection on the CPU (window positions, int64 ``[k]``), or None
+    where the bracket cannot be formed; ``k < n``.
+
+    Every key ``>= lo`` in a bin above the crossing bin, then the crossing bin's keys by
+    (key descending, position ascending) up to ``k``: what the kernel writes on every bracket
+    path (the narrowing paths reach the same multiset, ties in any order). Exact because the
+    bins are monotone in the key: every key in a higher bin is above every key in the
+    crossing bin, and every key below ``lo`` or in a lower bin is below it, while at least
+    ``k`` keys are ``>= lo``."""
+    keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
+    br = bracket(int(keys[:k].min()), int(keys.max()))
+    if br is None:
+        return None
+    inside = np.flatnonzero(keys >= br.lo)
+    bins = bracket_bins(keys[inside], br)
+    cb, above, _ = crossing(np.bincount(bins, minlength=BRACKET_BINS), k)
+    high = inside[bins > cb]
+    cand = inside[bins == cb]
+    order = np.lexsort((cand, -keys[cand].astype(np.int64)))
+    return np.concatenate([high, cand[order][: k - above]]).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -67,12 +199,14 @@ class RegisterParams:
         vecs: 16-byte vectors each thread holds.
         aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
         capacity: staging entries for the keys at or above the rung.
+        bracket: rows take the bracket path where it applies (False: always sampled).
     """
 
     threads: int
     vecs: int
     aim_mult: int = 2
     capacity: int = 8192
+    bracket: bool = True
 
     def __post_init__(self) -> None:
         if self.threads < 32 or self.threads % 32:
@@ -119,6 +253,50 @@ def register_plan(n: Any, k: Any, s_valid: Any, aim_mult: int, ops: Any = PY_OPS
     return RegisterPlan(unsampled=unsampled, j1=j1)
 
 
+def bracket_low(keys: np.ndarray, k: int, lead: int, p: RegisterParams) -> int:
+    """The bracket's low key for a row of window keys (``n = keys.size > k``): the smallest
+    key of positions ``[0, k)``, or the smallest per-thread maximum where that is higher and
+    at least ``k`` threads hold a score (``min(threads, whole vectors) >= k``)."""
+    n = keys.shape[0]
+    lo = int(keys[:k].min())
+    nvec = (lead + n) >> 2
+    if min(p.threads, nvec) < k:
+        return lo
+    t = np.arange(p.threads, dtype=np.int64)[:, None]
+    slot = np.arange(4 * p.vecs, dtype=np.int64)[None, :]
+    v = t + (slot // 4) * p.threads
+    pos = 4 * v + slot % 4 - lead
+    valid = (v < nvec) & (pos >= 0)
+    tk = np.where(valid, keys[np.where(valid, pos, 0)], 0).astype(np.int64)
+    tail = nvec * 4 - lead + np.arange(p.threads)
+    has_tail = (np.arange(p.threads) < 32) & (tail < n)
+    tk = np.concatenate([tk, np.where(has_tail, keys[np.where(has_tail, tail, 0)], 0)[:, None]], 1)
+    tmax = tk.max(axis=1)[: min(p.threads, nvec)]
+    return max(lo, int(tmax.min()))
+
+
+def thread_sample(keys: np.ndarray, lead: int, p: RegisterParams) -> np.ndarray:
+    """Each thread's sample key (uint32 ``[threads]``; 0 where its slot lies outside the
+    window), from the keys of the row's window."""
+    n = keys.shape[0]
+    t = np.arange(p.threads, dtype=np.int64)
+    v = t + (t % p.vecs) * p.threads
+    pos = 4 * v + (t // p.vecs) % 4 - lead
+    valid = (v < (lead + n) >> 2) & (pos >= 0)
+    return np.where(valid, keys[np.where(valid, pos, 0)], 0).astype(np.uint32)
+
+
+def crowded_sample(sample: np.ndarray) -> bool:
+    """Whether some warp's 32 sample keys hold one (valid, nonzero) key at least
+    ``CROWD_MIN`` times (the kernel: ``match.any`` and a warp maximum)."""
+    for w in range(0, sample.size, 32):
+        lanes = sample[w : w + 32]
+        _, counts = np.unique(lanes[lanes != 0], return_counts=True)
+        if counts.size and counts.max() >= CROWD_MIN:
+            return True
+    return False
+
+
 def sample_positions(n: int, lead: int, p: RegisterParams) -> np.ndarray:
     """Window positions of the valid sample slots, in thread order."""
     t = np.arange(p.threads, dtype=np.int64)
@@ -140,7 +318,8 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
         lead: window start modulo 4 (prefill rows); decode rows use 0.
 
     Returns:
-        The :class:`gvr_reference.model.RowTrace` (``t1``/``count1``: the rung and its count).
+        The :class:`gvr_reference.model.RowTrace`. Bracket paths: ``t1`` is the bracket's
+        low key and ``count1`` the crossing bin's size; sampled paths: the rung and its count.
     """
     n = int(values.shape[0])
     if n <= k:
@@ -150,6 +329,20 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
         # over the row read from global memory.
         return RowTrace(Path.WHOLE_ROW, n)
     keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
+    br = bracket(bracket_low(keys, k, lead, p), int(keys.max())) if p.bracket else None
+    if br is not None and not crowded_sample(thread_sample(keys, lead, p)):
+        inside = keys >= br.lo
+        hist = np.bincount(bracket_bins(keys[inside], br), minlength=BRACKET_BINS)
+        _, above, m = crossing(hist, k)
+        if m == k - above:
+            path = Path.BRACKET
+        elif m <= RANK_MAX:
+            path = Path.BRACKET_RANK
+        elif m <= p.capacity:
+            path = Path.BRACKET_NARROW
+        else:
+            path = Path.BRACKET_OVERFLOW
+        return RowTrace(path, n, t1=br.lo, count1=m)
     pos = sample_positions(n, lead, p)
     plan = register_plan(n, k, int(pos.size), p.aim_mult)
     if plan.unsampled:

@@ -25,7 +25,14 @@ from .layout import Action, Ctl, EmitArgs, Goal, HistArgs, Rank, Source
 from .memory import load_score, store_score
 from .tiles import load_tile
 
-__all__ = ["narrow", "select_and_emit", "emit_rule", "emit_ties_in_order", "visit_row"]
+__all__ = [
+    "narrow",
+    "select_and_emit",
+    "emit_rule",
+    "position_reader",
+    "emit_ties_in_order",
+    "visit_row",
+]
 
 
 @cute.jit
@@ -332,12 +339,16 @@ def emit_rule(
     count: Int32,
     merge: cutlass.Constexpr = None,
     values_from=None,
+    gt_start: Int32 = None,
 ):
     """One emission pass over a candidate source (as :func:`select_and_emit`) writing the rule
     "every key above ``thr``, plus ``need_eq`` keys equal to it" into all ``k`` slots of
     output row ``row``. ``count_thr``: candidates equal to ``thr``; in the deterministic mode,
     when ``0 < need_eq < count_thr``, a narrowing over ``KEY_MAX - index`` among them picks
-    the ``need_eq`` smallest indices first."""
+    the ``need_eq`` smallest indices first. ``gt_start``: the first slot of the keys above
+    ``thr`` (0 when None; more when slots below it were written before, from candidates
+    outside this source, so the source's keys above ``thr`` fill
+    ``[gt_start, k - need_eq)``)."""
     tid, _, _ = cute.arch.thread_idx()
     idx_max = Uint32(KEY_MAX)
     if const_expr(cfg.deterministic):
@@ -362,7 +373,7 @@ def emit_rule(
             )
             idx_max = Uint32(KEY_MAX) - thr_i - Uint32(cutlass.select_(need_i == 0, 1, 0))
     if tid == 0:
-        sh.ctl[Ctl.GT] = Int32(0)
+        sh.ctl[Ctl.GT] = Int32(0) if const_expr(gt_start is None) else gt_start
         sh.ctl[Ctl.EQ] = Int32(0)
     cute.arch.barrier()
     ea = EmitArgs(out, values, row, k, k - need_eq, need_eq, thr, idx_max)
@@ -389,6 +400,16 @@ def _emit_registers(cfg: cutlass.Constexpr, ctl, ea, regs, values_from):
     """Emission from a :class:`~.layout.RegisterRow`."""
     for i in cutlass.range_constexpr(len(regs.keys)):
         _emit_key(cfg, ctl, ea, regs.keys[i], regs.pos(i, cfg.threads), Boolean(True), values_from)
+
+
+def position_reader(cfg, values_from, pos):
+    """A trace-time function reading the bits of window position ``pos`` (called only when
+    values are written)."""
+
+    def bits():
+        return load_score(values_from.base + (values_from.lead + pos), format_of(cfg))
+
+    return bits
 
 
 @cute.jit

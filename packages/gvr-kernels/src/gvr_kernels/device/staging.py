@@ -10,7 +10,7 @@ from . import warp
 from .keys import F32, order_key
 from .layout import Ctl
 
-__all__ = ["stage_selected"]
+__all__ = ["stage_selected", "selection_masks", "warp_slots"]
 
 
 @cute.jit
@@ -34,28 +34,9 @@ def stage_selected(
     then exceeds the capacity, and an overflowing staging is never read (the callers' overflow
     paths select from the row or the registers instead).
     """
-    lane = cute.arch.lane_idx()
-    # The selections as bit masks of 32 candidates (a predicate per candidate would not stay
-    # in the seven predicate registers until the writes): one instruction per candidate, one
-    # popc per mask.
-    masks = []
-    for w in cutlass.range_constexpr((len(elems) + 31) // 32):
-        m = Uint32(0)
-        for i in cutlass.range_constexpr(32 * w, min(32 * w + 32, len(elems))):
-            m = m | Uint32(cutlass.select_(elems[i][2], Uint32(1 << (i % 32)), Uint32(0)))
-        masks.append(m)
-    cnt = Int32(0)
-    anyone = Uint32(0)
-    for m in masks:
-        cnt = cnt + Int32(cute.arch.popc(m))
-        anyone = anyone | m
+    masks, cnt, anyone = selection_masks([e[2] for e in elems])
     if cute.arch.vote_any_sync(anyone != Uint32(0)):
-        incl = warp.inclusive_sum(cnt)
-        total = warp.broadcast(incl, Int32(31))
-        slot0 = Int32(0)
-        if lane == 31:
-            slot0 = cute.arch.atomic_add(sh.ctl.iterator + Ctl.CNT, total)
-        slot = warp.broadcast(slot0, Int32(31)) + incl - cnt
+        slot = warp_slots(sh.ctl.iterator + Ctl.CNT, cnt)
         fits = slot + cnt <= capacity
         for w in cutlass.range_constexpr(len(masks)):
             masks[w] = Uint32(cutlass.select_(fits, masks[w], Uint32(0)))
@@ -81,3 +62,36 @@ def stage_selected(
 def _materialize(value):
     """A candidate's value: ``value`` itself, or what the trace-time function returns."""
     return value() if callable(value) else value
+
+
+@cute.jit
+def selection_masks(flags):
+    """A per-thread list of selection predicates as bit masks of 32 (a predicate per
+    candidate would not stay in the seven predicate registers until the writes): one
+    instruction per candidate, one popc per mask. Returns ``(masks, count, any_bits)``."""
+    masks = []
+    for w in cutlass.range_constexpr((len(flags) + 31) // 32):
+        m = Uint32(0)
+        for i in cutlass.range_constexpr(32 * w, min(32 * w + 32, len(flags))):
+            m = m | Uint32(cutlass.select_(flags[i], Uint32(1 << (i % 32)), Uint32(0)))
+        masks.append(m)
+    cnt = Int32(0)
+    anyone = Uint32(0)
+    for m in masks:
+        cnt = cnt + Int32(cute.arch.popc(m))
+        anyone = anyone | m
+    return masks, cnt, anyone
+
+
+@cute.jit
+def warp_slots(cursor, cnt: Int32) -> Int32:
+    """This lane's first slot of ``cnt`` consecutive ones taken from the shared counter at
+    ``cursor`` by the whole warp (called by all 32 lanes): one atomic per warp, lanes in
+    order."""
+    lane = cute.arch.lane_idx()
+    incl = warp.inclusive_sum(cnt)
+    total = warp.broadcast(incl, Int32(31))
+    slot0 = Int32(0)
+    if lane == 31:
+        slot0 = cute.arch.atomic_add(cursor, total)
+    return warp.broadcast(slot0, Int32(31)) + incl - cnt

@@ -12,15 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gvr_reference.keys import KeyFormat, key_format
-from gvr_reference.register_model import RegisterParams
+from gvr_reference.register_model import BRACKET_BINS, RegisterParams
 
 from ..family import layout_bytes
 
 __all__ = ["RegisterConfig", "MODES", "HIST_BINS", "CTL_WORDS", "SMEM_ALIGN"]
 
 MODES = ("decode", "prefill", "full")
-HIST_BINS = 256
-CTL_WORDS = 16
+#: Histogram words: the bracket histogram's bins (the radix levels use the first 256).
+HIST_BINS = BRACKET_BINS
+CTL_WORDS = 20
 #: Byte alignment of every shared-memory array.
 SMEM_ALIGN = 16
 
@@ -39,6 +40,9 @@ class RegisterConfig:
         capacity: staging entries (order key and position, 8 bytes each in shared memory) for
             the keys at or above the rung; more of them select from the registers instead.
         resident: CTAs per SM the register budget is built for (``min_blocks_per_mp``).
+        bracket: rows take the bracket histogram path (``gvr_reference.register_model``,
+            steps 1-2) where it applies; False: every row takes the sampled path (for the
+            shapes whose register budget the bracket code would overflow).
         with_values: also write the fp32 values of the selection (``-FLT_MAX`` beside ``-1``).
         deterministic: the K-th value's tie class yields its smallest indices.
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
@@ -51,6 +55,7 @@ class RegisterConfig:
     aim_mult: int = 2
     capacity: int = 8192
     resident: int = 1
+    bracket: bool = True
     with_values: bool = False
     deterministic: bool = False
     record_paths: bool = False
@@ -91,7 +96,11 @@ class RegisterConfig:
     def params(self) -> RegisterParams:
         """The per-row decision parameters (``gvr_reference.register_model``)."""
         return RegisterParams(
-            threads=self.threads, vecs=self.vecs, aim_mult=self.aim_mult, capacity=self.capacity
+            threads=self.threads,
+            vecs=self.vecs,
+            aim_mult=self.aim_mult,
+            capacity=self.capacity,
+            bracket=self.bracket,
         )
 
     @property
@@ -109,6 +118,7 @@ class RegisterConfig:
         return (
             ("hist", "i32", HIST_BINS),
             ("ctl", "i32", CTL_WORDS),
+            ("wsum", "i32", 32),
             ("sample", "u32", self.threads),
             ("stage_bits", "u32", self.capacity),
             ("stage_idx", "i32", self.capacity),
@@ -146,6 +156,8 @@ class RegisterConfig:
             f"c{self.capacity}",
             f"r{self.resident}",
         ]
+        if not self.bracket:
+            parts.append("nobracket")
         if self.with_values:
             parts.append("values")
         if self.deterministic:

@@ -6,12 +6,21 @@ Per row (decisions and their CPU model: ``gvr_reference.register_model``):
 2. **Load.** Each thread issues its ``vecs`` 16-byte loads (vector ``tid + j * threads``) and
    warp 0 the 0-3 tail scores, all before any is used: the row is read once, in one round
    trip. Keys of slots outside the window are 0, which no selection range contains.
-3. **Sample and rung.** One slot per thread, spread over the whole row, goes to shared memory;
+3. **Bracket** (configurations built with ``bracket=True``). The row's largest key and the
+   bracket's low key (the smallest of window positions ``[0, k)``, or the smallest
+   per-thread maximum when that is higher and ``k`` threads hold a score) map every key at
+   or above the low key to one of 2048 bins by monotone IEEE float arithmetic
+   (``device.bracket``); the CTA finds the crossing bin for ``k`` and writes every key of a
+   higher bin; the crossing bin is written whole, ranked by warp 0 (at most 32 keys),
+   narrowed from the staging, or (more keys than the staging holds) selected from the
+   registers. Rows whose ends are not finite, whose scale overflows, or whose sample shows a
+   crowd of one key take the sampled path.
+4. **Sample and rung.** One slot per thread, spread over the whole row, goes to shared memory;
    a radix narrowing over it gives the rung ``T`` (skipped for rows with ``n <= 2 aim``).
-4. **Stage** the keys ``>= T`` with their positions (warp-aggregated slots, every one counted
+5. **Stage** the keys ``>= T`` with their positions (warp-aggregated slots, every one counted
    even past the capacity), so the selection walks a few thousand candidates instead of the
    whole row.
-5. **Select** by radix narrowing over the staged keys in ``[T, max key]`` and **emit** them;
+6. **Select** by radix narrowing over the staged keys in ``[T, max key]`` and **emit** them;
    value bits are read back only for the selected scores, when values are written. When the
    staging cannot serve (the rung above the K-th key, more keys than the capacity, or no
    rung) the registers themselves are the candidates: no path reads the row twice.
@@ -19,10 +28,11 @@ Per row (decisions and their CPU model: ``gvr_reference.register_model``):
 A row whose vectors do not fit the CTA (an envelope below the row) is selected exactly by the
 streaming family's whole-row radix selection, reading from global memory.
 
-Barriers on the critical path of a sampled row: 1 (shared words zeroed, loads in flight) + 1
-(keys, max key and sample published) + 2 per rung level (histogram, crossing) + 1 (staging)
-+ 2 per selection level + 1 (cursors zeroed) + 1 (emission done); a row of ``n <= 2 aim``
-skips the rung and the staging.
+Barriers on the critical path: a bracket row 1 (shared words zeroed, loads in flight) + 1
+(ends, max key and sample published) + 1 (histogram) + 2 (crossing), + 1 (staging) when the
+crossing bin is ranked or narrowed (+ 1 for its key range and 2 per level when narrowed); a
+sampled row 1 + 1 + 2 per rung level + 1 (staging) + 2 per selection level + 1 (cursors
+zeroed) + 1 (emission done); a row of ``n <= 2 aim`` skips the rung and the staging.
 """
 
 from __future__ import annotations
@@ -32,15 +42,22 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Uint32, const_expr
 from gvr_reference.model import Path
-from gvr_reference.register_model import register_plan
+from gvr_reference.register_model import CROWD_MIN, RANK_MAX, register_plan
 
-from ..device import shared
+from ..device import shared, warp
+from ..device.bracket import bracket_bin, bracket_setup, find_crossing_cta
 from ..device.keys import KEY_MAX, order_key
-from ..device.layout import Ctl, Goal, Rank, RegisterRow, Source, Window
+from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
 from ..device.memory import load_scalar, load_vec4
 from ..device.ops import DEVICE_OPS
-from ..device.select import emit_rule, narrow, select_and_emit
-from ..device.staging import stage_selected
+from ..device.select import (
+    emit_rule,
+    narrow,
+    position_reader,
+    select_and_emit,
+    write_slot,
+)
+from ..device.staging import stage_selected, warp_slots
 from ..device.window import row_window, write_short_row
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, RegisterConfig
 
@@ -48,6 +65,25 @@ __all__ = ["RegisterTopK", "allocate_shared"]
 
 #: Control word counting the valid sample keys (free in this family: no staging counter).
 _SVALID = Ctl.TOTAL
+
+
+@cute.jit
+def _binned(key: Uint32, lo_key: Uint32, vlo: Uint32, scale: Uint32):
+    """Whether ``key`` is at or above the bracket's low key, and its bin."""
+    return key >= lo_key, bracket_bin(key, vlo, scale, HIST_BINS)
+
+
+@cute.jit
+def _umin(a: Uint32, b: Uint32) -> Uint32:
+    """Unsigned minimum by an explicit unsigned compare (``cutlass.min`` of ``Uint32`` values
+    that start from the constant ``0xFFFFFFFF`` was seen compiled as a signed minimum, which
+    drops every key with the top bit set against it)."""
+    return Uint32(cutlass.select_(a < b, a, b))
+
+
+def _u32(ctl, word: int):
+    """A control word's Uint32 view (for unsigned atomics)."""
+    return cute.recast_ptr(ctl.iterator + word, dtype=Uint32)
 
 
 @cute.jit
@@ -141,8 +177,8 @@ class RegisterTopK:
     @cute.jit
     def _zero_shared(self, sh):
         tid, _, _ = cute.arch.thread_idx()
-        if tid < HIST_BINS:
-            sh.hist[tid] = Int32(0)
+        for i in cutlass.range_constexpr(HIST_BINS // self.cfg.threads):
+            sh.hist[tid + i * self.cfg.threads] = Int32(0)
         if tid < CTL_WORDS:
             sh.ctl[tid] = Int32(0)
 
@@ -177,9 +213,24 @@ class RegisterTopK:
         keys.append(Uint32(cutlass.select_(tail_ok, order_key(tail_bits), Uint32(0))))
         regs = RegisterRow(keys, p0, t_pos)
 
+        # The max key and the sample; with the bracket also its low key (the smallest of
+        # window positions [0, k): at least k keys are at or above it), the smallest
+        # per-thread maximum and the crowd test.
         top = keys[0]
         for i in cutlass.range_constexpr(1, len(keys)):
             top = cutlass.max(top, keys[i])
+        low = Uint32(KEY_MAX)
+        tmin = Uint32(KEY_MAX)
+        if const_expr(cfg.bracket):
+            for i in cutlass.range_constexpr(len(keys)):
+                first = (regs.pos(i, threads) < k) & (keys[i] != Uint32(0))
+                low = _umin(low, Uint32(cutlass.select_(first, keys[i], Uint32(KEY_MAX))))
+            low = Uint32(cute.arch.warp_redux_sync(low, "umin"))
+            # Over the threads that hold a score (tid < nvec): each maximum is a distinct
+            # score, so with at least k such threads it bounds k keys too.
+            tmin = Uint32(cute.arch.warp_redux_sync(
+                Uint32(cutlass.select_(tid < nvec, top, Uint32(KEY_MAX))), "umin"
+            ))  # fmt: skip
         top = Uint32(cute.arch.warp_redux_sync(top, "umax"))
         # The sample slot of this thread: vector j = tid % vecs, lane q = (tid // vecs) % 4.
         sample_key = Uint32(0)
@@ -188,14 +239,170 @@ class RegisterTopK:
                 pick = (tid % cfg.vecs == j) & ((tid // cfg.vecs) % 4 == q)
                 sample_key = Uint32(cutlass.select_(pick, keys[j * 4 + q], sample_key))
         sh.sample[tid] = sample_key
-        n_valid = Int32(cute.arch.popc(cute.arch.vote_ballot_sync(sample_key != Uint32(0))))
+        valid = sample_key != Uint32(0)
+        n_valid = Int32(cute.arch.popc(cute.arch.vote_ballot_sync(valid)))
+        same = Int32(0)
+        if const_expr(cfg.bracket):
+            # gvr_reference.register_model.crowded_sample: the largest count of one valid
+            # key among this warp's sample keys.
+            same = Int32(cute.arch.popc(cute.arch.match_sync(0xFFFFFFFF, sample_key, "any")))
+            same = Int32(cute.arch.warp_redux_sync(cutlass.select_(valid, same, 0), "max"))
         if lane == 0:
-            cute.arch.atomic_max(cute.recast_ptr(sh.ctl.iterator + Ctl.MAXKEY, dtype=Uint32), top)
+            cute.arch.atomic_max(_u32(sh.ctl, Ctl.MAXKEY), top)
             cute.arch.atomic_add(sh.ctl.iterator + _SVALID, n_valid)
+            if const_expr(cfg.bracket):
+                cute.arch.atomic_max(_u32(sh.ctl, Ctl.LOKEY), ~low)
+                cute.arch.atomic_max(_u32(sh.ctl, Ctl.TMAXMIN), ~tmin)
+                if same >= CROWD_MIN:
+                    cute.arch.atomic_add(sh.ctl.iterator + Ctl.CROWD, Int32(1))
         cute.arch.barrier()
         max_key = Uint32(sh.ctl[Ctl.MAXKEY])
-        plan = register_plan(n, k, sh.ctl[_SVALID], cfg.aim_mult, DEVICE_OPS)
+        if const_expr(cfg.bracket):
+            lo_key = ~Uint32(sh.ctl[Ctl.LOKEY])
+            tmax_min = ~Uint32(sh.ctl[Ctl.TMAXMIN])
+            # gvr_reference.register_model.bracket_low
+            if (cutlass.min(nvec, Int32(threads)) >= k) & (tmax_min > lo_key):
+                lo_key = tmax_min
+            ok, vlo, scale = bracket_setup(lo_key, max_key, HIST_BINS)
+            if ok & (sh.ctl[Ctl.CROWD] == 0):
+                code = self._bracket(
+                    sh, regs, win, out, values, row, k, lo_key, max_key, vlo, scale
+                )
+                self._record(paths, row, code)
+            else:
+                self._sampled(sh, regs, win, out, values, paths, row, k, max_key)
+        else:
+            self._sampled(sh, regs, win, out, values, paths, row, k, max_key)
 
+    @cute.jit
+    def _bracket(self, sh, regs, win, out, values, row, k, lo_key, max_key, vlo, scale) -> Int32:
+        """The bracket histogram path (``gvr_reference.register_model``, step 1-2)."""
+        cfg = self.cfg
+        threads = cfg.threads
+        tid, _, _ = cute.arch.thread_idx()
+        keys = regs.keys
+        nk = len(keys)
+
+        for i in cutlass.range_constexpr(nk):
+            inside, b = _binned(keys[i], lo_key, vlo, scale)
+            if inside:
+                cute.arch.atomic_add(sh.hist.iterator + b, Int32(1))
+        cute.arch.barrier()
+        cb, above, m = find_crossing_cta(sh.hist, sh.wsum, sh.ctl, HIST_BINS, threads, k)
+        need = k - above
+        ea = EmitArgs(out, values, row, k, k, Int32(0), Uint32(0), Uint32(KEY_MAX))
+        code = Int32(Path.BRACKET)
+        if m == need:
+            # The whole crossing bin is in the answer: all k slots written at once.
+            self._emit_bins(sh, ea, regs, win, lo_key, vlo, scale, cb)
+        elif m <= cfg.capacity:
+            # Keys above the crossing bin to slots [0, above), then the bin staged (two
+            # passes over the registers: one pass doing both would spill at 64 registers).
+            self._emit_bins(sh, ea, regs, win, lo_key, vlo, scale, cb + 1)
+            staged = []
+            for i in cutlass.range_constexpr(nk):
+                inside, b = _binned(keys[i], lo_key, vlo, scale)
+                staged.append((keys[i], regs.pos(i, threads), inside & (b == cb)))
+            stage_selected(cfg.capacity, sh, staged, keys_given=True, track_max=False)
+            cute.arch.barrier()
+            if m <= RANK_MAX:
+                code = Int32(Path.BRACKET_RANK)
+                if tid // 32 == 0:
+                    self._rank_bin(sh, ea, win, m, above, need)
+            else:
+                code = Int32(Path.BRACKET_NARROW)
+                self._narrow_staged(sh, win, out, values, row, k, m, need, above)
+        else:
+            # More keys in the bin than the staging holds: the registers are the candidates
+            # over every key at or above the bracket's low end (the whole answer).
+            code = Int32(Path.BRACKET_OVERFLOW)
+            self._select_registers(sh, regs, win, out, values, row, k, lo_key, max_key)
+        return code
+
+    @cute.jit
+    def _narrow_staged(self, sh, win, out, values, row, k, m, need, above):
+        """Radix narrowing over the ``m`` staged keys of the crossing bin (their key range
+        first), then the emission of its ``need`` winners into slots ``[above, k)``."""
+        cfg = self.cfg
+        self._staged_range(sh, m)
+        cute.arch.barrier()
+        lo = ~Uint32(sh.ctl[Ctl.CMIN])
+        hi = Uint32(sh.ctl[Ctl.CMAX])
+        thr, need_eq, count_thr = narrow(
+            cfg, sh, win, Source.STAGE, Rank.BY_KEY, Goal.SELECT, need, lo, hi, Uint32(0), m
+        )
+        emit_rule(
+            cfg, sh, win, Source.STAGE, out, values, row, k, thr, need_eq, count_thr, m,
+            values_from=win, gt_start=above,
+        )  # fmt: skip
+
+    @cute.jit
+    def _emit_bins(self, sh, ea, regs, win, lo_key, vlo, scale, first_bin: Int32):
+        """Write every register key ``>= lo_key`` whose bin is ``>= first_bin`` into
+        consecutive output slots from ``ctl[GT]``: a counting pass, one shared atomic per
+        warp for the warp's slots, then a writing pass (the bins recomputed each time: no
+        per-slot state outlives a pass at the 64-register budget, and the one cursor word is
+        not hit once per slot by every warp)."""
+        cfg = self.cfg
+        keys = regs.keys
+        cnt = Int32(0)
+        for i in cutlass.range_constexpr(len(keys)):
+            inside, b = _binned(keys[i], lo_key, vlo, scale)
+            cnt = cnt + cutlass.select_(inside & (b >= first_bin), 1, 0)
+        if cute.arch.vote_any_sync(cnt > 0):
+            slot = warp_slots(sh.ctl.iterator + Ctl.GT, cnt)
+            for i in cutlass.range_constexpr(len(keys)):
+                inside, b = _binned(keys[i], lo_key, vlo, scale)
+                if inside & (b >= first_bin):
+                    pos = regs.pos(i, cfg.threads)
+                    write_slot(cfg, ea, slot, pos, position_reader(cfg, win, pos))
+                    slot = slot + 1
+
+    @cute.jit
+    def _staged_range(self, sh, m: Int32):
+        """The smallest and largest of the ``m`` staged keys into ``ctl[CMIN]`` (complemented)
+        and ``ctl[CMAX]``: a strided pass over the staging, one atomic pair per warp."""
+        cmin = Uint32(KEY_MAX)
+        cmax = Uint32(0)
+        tid, _, _ = cute.arch.thread_idx()
+        for ib in cutlass.range(0, m, self.cfg.threads):
+            i = ib + tid
+            key = sh.stage_bits[cutlass.select_(i < m, i, Int32(0))]
+            cmin = _umin(cmin, key)
+            cmax = Uint32(cutlass.select_(key > cmax, key, cmax))
+        cmin = Uint32(cute.arch.warp_redux_sync(cmin, "umin"))
+        cmax = Uint32(cute.arch.warp_redux_sync(cmax, "umax"))
+        if cute.arch.lane_idx() == 0:
+            cute.arch.atomic_max(_u32(sh.ctl, Ctl.CMIN), ~cmin)
+            cute.arch.atomic_max(_u32(sh.ctl, Ctl.CMAX), cmax)
+
+    @cute.jit
+    def _rank_bin(self, sh, ea, win, m: Int32, above: Int32, need: Int32):
+        """Warp 0: the ``m <= 32`` staged keys of the crossing bin ranked by (key descending,
+        position ascending); the first ``need`` go to slots ``above + rank``. Ranks are
+        distinct (positions are), so the slots ``[above, above + need)`` are each written
+        once, and the tie class at the boundary yields its smallest positions."""
+        lane = cute.arch.lane_idx()
+        mine = lane < m
+        at = cutlass.select_(mine, lane, Int32(0))
+        key = Uint32(cutlass.select_(mine, sh.stage_bits[at], Uint32(0)))
+        pos = sh.stage_idx[at]
+        rank = Int32(0)
+        for j in cutlass.range(32, unroll=4):
+            kj = Uint32(warp.broadcast(Int32(key), Int32(j)))
+            pj = warp.broadcast(pos, Int32(j))
+            rank = rank + cutlass.select_((kj > key) | ((kj == key) & (pj < pos)), 1, 0)
+        if mine & (rank < need):
+            write_slot(self.cfg, ea, above + rank, pos, position_reader(self.cfg, win, pos))
+
+    @cute.jit
+    def _sampled(self, sh, regs, win, out, values, paths, row: Int32, k: Int32, max_key: Uint32):
+        """The sampled path, for rows the bracket cannot serve (``register_model`` step 3)."""
+        cfg = self.cfg
+        threads = cfg.threads
+        lane = cute.arch.lane_idx()
+        keys = regs.keys
+        plan = register_plan(win.n, k, sh.ctl[_SVALID], cfg.aim_mult, DEVICE_OPS)
         # ---- rung, then the keys at or above it staged (all of them counted)
         code = Int32(Path.UNSAMPLED)
         if not plan.unsampled:

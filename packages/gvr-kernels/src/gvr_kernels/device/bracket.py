@@ -1,0 +1,154 @@
+"""The bracket histogram of the register-resident family: keys to bins by IEEE float32
+arithmetic, and the crossing-bin search over that many bins by the whole CTA.
+
+The CPU twin of every formula is in ``gvr_reference.register_model`` (:func:`bracket`,
+:func:`bracket_bins`, :func:`crossing`): the same IEEE operations, so the kernel's bins, and
+the path each row takes, are what the model predicts. Exactness needs less than that: the bin
+only has to be a non-decreasing function of the key, identical in every pass, which the
+explicitly rounded ``sub.rn`` / ``mul.rn`` / ``add.rn`` (never contracted into an FMA) and
+the integer ``min`` give, recomputed the same way in each pass.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Boolean, Int32, Uint32
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
+from gvr_reference.register_model import KEY_FLT_MAX, KEY_NEG_FLT_MAX
+
+from . import warp
+from .layout import Ctl
+
+__all__ = ["key_bits", "bracket_setup", "bracket_bin", "find_crossing_cta"]
+
+
+def _f32_bits(x: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+@cute.jit
+def key_bits(key: Uint32) -> Uint32:
+    """The float32 bits of a canonical order key (``gvr_reference.keys.key_to_float``)."""
+    return key ^ (Uint32(0x80000000) | ((key >> Uint32(31)) - Uint32(1)))
+
+
+@dsl_user_op
+def _asm2(a: Uint32, b: Uint32, op: str, *, loc=None, ip=None) -> Uint32:
+    operands = [Uint32(a).ir_value(loc=loc, ip=ip), Uint32(b).ir_value(loc=loc, ip=ip)]
+    res = llvm.inline_asm(T.i32(), operands, f"{op}.rn.f32 $0, $1, $2;", "=r,r,r", loc=loc, ip=ip)
+    return Uint32(res)
+
+
+@dsl_user_op
+def _bin(bits: Uint32, vlo: Uint32, scale: Uint32, *, loc=None, ip=None) -> Uint32:
+    operands = [Uint32(x).ir_value(loc=loc, ip=ip) for x in (bits, vlo, scale)]
+    res = llvm.inline_asm(
+        T.i32(),
+        operands,
+        "{ .reg .f32 d; sub.rn.f32 d, $1, $2; mul.rn.f32 d, d, $3; add.rn.f32 $0, d, 0f4B000000; }",
+        "=r,r,r,r",
+        # Volatile: recomputed in every pass rather than kept live across the barriers
+        # between the histogram and the emission (a register per slot would spill).
+        has_side_effects=True,
+        loc=loc,
+        ip=ip,
+    )
+    return Uint32(res)
+
+
+@cute.jit
+def bracket_setup(lo: Uint32, top: Uint32, bins: cutlass.Constexpr):
+    """``(ok, vlo, scale)`` (float32 bits) of the bracket over keys ``[lo, top]``:
+    ``ok`` when both ends are finite values, ``top > lo``, and the width ``vmax - vlo`` and
+    ``scale = (bins - 1) / width`` are finite (``gvr_reference.register_model.bracket``)."""
+    vlo = key_bits(lo)
+    width = _asm2(key_bits(top), vlo, "sub")
+    scale = _asm2(Uint32(_f32_bits(float(bins - 1))), width, "div")
+    ok = (lo >= Uint32(KEY_NEG_FLT_MAX)) & (top <= Uint32(KEY_FLT_MAX)) & (top > lo)
+    ok = ok & (width < Uint32(0x7F800000)) & (scale < Uint32(0x7F800000))
+    return Boolean(ok), vlo, scale
+
+
+@cute.jit
+def bracket_bin(key: Uint32, vlo: Uint32, scale: Uint32, bins: cutlass.Constexpr) -> Int32:
+    """The bin of ``key`` (a finite value at or above the bracket's low end):
+    ``min(round((v - vlo) * scale), bins - 1)``, non-decreasing in the key. The rounding to an
+    integer is an IEEE add of ``2**23`` (the sum's low mantissa bits are the rounded value):
+    full-rate float and integer operations, no conversion instruction."""
+    d = _bin(key_bits(key), vlo, scale) - Uint32(_f32_bits(float(1 << 23)))
+    return Int32(cutlass.min(d, Uint32(bins - 1)))
+
+
+@cute.jit
+def find_crossing_cta(
+    hist, wsum, ctl, bins: cutlass.Constexpr, threads: cutlass.Constexpr, target: Int32
+):
+    """Crossing-bin search over ``bins`` histogram words by the whole CTA (every thread
+    calls it); clears the histogram as it reads it; two CTA barriers.
+
+    Thread ``t`` owns bins ``[t * per, (t + 1) * per)``, ``per = bins // threads``; a
+    CTA-wide suffix scan of the per-thread sums (warp scans, the warp totals through
+    ``wsum``) finds the one thread whose bins hold the crossing, which walks them from the
+    top and writes ``ctl[B]``, ``ctl[ABOVE]``, ``ctl[COUNT_B]`` (written only when a
+    crossing exists: ``1 <= target <= total``).
+
+    Args:
+        hist: shared Int32 [bins], zeroed on return.
+        wsum: shared Int32 scratch of at least ``threads // 32`` words.
+        ctl: the shared control words (:class:`~.layout.Ctl`).
+        target: the rank to cross, uniform over the CTA.
+
+    Returns:
+        ``(b, above, count_b)`` as :func:`~.radix.find_crossing`, read back after the second
+        barrier (uniform over the CTA).
+    """
+    per = bins // threads
+    warps = threads // 32
+    tid, _, _ = cute.arch.thread_idx()
+    lane = cute.arch.lane_idx()
+    warp_id = tid // 32
+    h = [Int32(0)] * per
+    for j in cutlass.range_constexpr(per):
+        h[j] = hist[tid * per + j]
+    own = Int32(0)
+    for j in cutlass.range_constexpr(per):
+        own = own + h[j]
+    for j in cutlass.range_constexpr(per):
+        hist[tid * per + j] = Int32(0)
+    suffix = warp.suffix_sum(own)
+    if lane == 0:
+        wsum[warp_id] = suffix
+    cute.arch.barrier()
+    w = Int32(0)
+    if lane < warps:
+        w = wsum[lane]
+    w_suffix = warp.suffix_sum(w)
+    # Sum over the warps above this one (lanes past the last warp hold 0).
+    higher = warp.broadcast(w_suffix - w, warp_id)
+    incl = higher + suffix
+    # above_j[j]: count in this thread's bins above j plus every higher thread's bins; the
+    # suffix above_j[j] + h[j] falls as j rises, so the last hit is the crossing bin.
+    above_j = [Int32(0)] * per
+    acc = incl - own
+    for jj in cutlass.range_constexpr(per):
+        j = per - 1 - jj
+        above_j[j] = acc
+        acc = acc + h[j]
+    b = Int32(-1)
+    above = Int32(0)
+    count_b = Int32(0)
+    for j in cutlass.range_constexpr(per):
+        hit = above_j[j] + h[j] >= target
+        b = cutlass.select_(hit, tid * per + j, b)
+        above = cutlass.select_(hit, above_j[j], above)
+        count_b = cutlass.select_(hit, h[j], count_b)
+    if (b >= 0) & (incl - own < target):
+        ctl[Ctl.B] = b
+        ctl[Ctl.ABOVE] = above
+        ctl[Ctl.COUNT_B] = count_b
+    cute.arch.barrier()
+    return ctl[Ctl.B], ctl[Ctl.ABOVE], ctl[Ctl.COUNT_B]
