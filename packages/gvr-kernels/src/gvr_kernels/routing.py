@@ -34,13 +34,16 @@ The tuning constants below were measured on an H200 (``tools/device_streaming.py
 
 The register-resident family's bracket histogram path (``RegisterConfig.bracket``: one
 2048-bin histogram of the held keys instead of the sampled rung, staging and radix levels)
-is built for the 512 x 4 shape (envelopes 4,097-8,192) at ``k >= BRACKET_MIN_K``, where it
-measured faster: raw kernel times at n = 8,192, K = 2048, 8.8 / 10.1 / 11.9 / 25.7 us at
-b = 1 / 32 / 128 / 512 against 11.6 / 12.6 / 13.3 / 27.7 us sampled. At K = 512 and for the
-other shapes it measured even or slower (n = 16,384, K = 512, b = 1: 12.1 against 11.6 us on
-1024 x 4), since the histogram takes one shared atomic per held key where the sampled path
-stages only the few thousand above its rung; and with eight vectors a thread at 64 registers
-the bracket code spills. Those shapes keep the sampled path (``bracket=False``).
+is built for the 512 x 4 shape (envelopes 4,097-8,192) at ``k >= BRACKET_MIN_K`` (2048),
+the only cells where it measured as fast or faster in both runs of
+``tools/tune_bracket.py`` (``tune_bracket.log``; n = 8,192, K = 2048, one CTA per SM:
+8.8 / 10.1 / 11.9 against 11.6 / 12.6 / 13.3 us at b = 1 / 32 / 128 in one run, 13.4 /
+13.5 / 14.4 against 13.9 / 13.3 / 15.3 in the other; b = 512 on two CTAs per SM 25.7 / 26.0
+against 27.7 / 26.6). At K = 512 and 1024 and for the other shapes it measured even or
+slower (n = 16,384, b = 512 on 1024 x 4: 41-45 against 35-44 us): its histogram takes one
+shared atomic per held key where the sampled path stages only the few thousand above its
+rung, so the barriers it saves do not pay; with eight vectors a thread at 64 registers it
+also spills. Those shapes keep the sampled path (``bracket=False``).
 
 bfloat16 and float16 logits (``dtype``) run on the streaming family's 16-bit configurations
 (16-byte vectors of 8 scores, 16-bit keys, two scores per compare): the same cores with four
@@ -103,7 +106,7 @@ REGISTER_MAX_N = 16384
 #: ... and at most this long when the rows fit the SMs (one 1024-thread CTA each).
 REGISTER_WIDE_N = 32768
 #: Smallest K whose 512 x 4 register rows take the bracket histogram path.
-BRACKET_MIN_K = 1024
+BRACKET_MIN_K = 2048
 
 #: The streaming cores the policy picks from (call-mode fields left at their defaults).
 _SPLIT = StreamingConfig(
