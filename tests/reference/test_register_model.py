@@ -110,6 +110,9 @@ def test_every_sampled_path():
     assert under.path == Path.RESCUE_UNDERESTIMATE and under.count1 < k
     longer = np.concatenate([x, x[:5]])
     assert simulate_row(longer, k, p).path == Path.WHOLE_ROW
+    # No whole vector past the window start: the kernel reads the row from memory.
+    assert simulate_row(x[:3], 2, p).path == Path.WHOLE_ROW
+    assert simulate_row(x[:2], 1, p, lead=1).path == Path.WHOLE_ROW
     # A misaligned window of the full capacity still fits; one more score does not.
     assert simulate_row(x, k, p, lead=3).path != Path.WHOLE_ROW
     assert simulate_row(longer[: n + 1], k, p, lead=3).path == Path.WHOLE_ROW

@@ -24,8 +24,8 @@ exactly once. Per row:
    ``m <= RANK_MAX``: the bin is staged and one warp ranks it by (key descending, position
    ascending), writing the first ``need`` (``BRACKET_RANK``);
    ``m <= capacity``: the staged bin is narrowed by radix levels over its key range
-   (``BRACKET_NARROW``); otherwise the registers are narrowed over that key range, which
-   holds exactly the bin's keys (``BRACKET_OVERFLOW``).
+   (``BRACKET_NARROW``); otherwise (``BRACKET_OVERFLOW``) radix selection for ``k`` over the
+   registers in ``[lo, top]``, which holds the whole answer.
 3. **Rows the bracket cannot serve** (an infinite or NaN score at the top, ``-inf`` at the
    bottom, a constant first ``k``, a range too narrow for the scale) and **crowded rows**
    (some warp's 32 sample keys, step a, hold one key ``CROWD_MIN`` times: a tie class large
@@ -168,8 +168,10 @@ def crossing(hist: np.ndarray, target: int) -> tuple[int, int, int]:
 
 
 def bracket_topk(values: np.ndarray, k: int) -> np.ndarray | None:
-    """The bracket path's selection on the CPU (window positions, int64 ``[k]``), or None
-    where the bracket cannot be formed; ``k < n``.
+    """The bracket path's selection rule on the CPU (window positions, int64 ``[k]``), with
+    the first ``k`` scores' minimum as the low end (the kernel may raise it,
+    :func:`bracket_low`: any low end with ``k`` keys at or above it gives the same answer),
+    or None where that bracket cannot be formed; ``k < n``.
 
     Every key ``>= lo`` in a bin above the crossing bin, then the crossing bin's keys by
     (key descending, position ascending) up to ``k``: what the kernel writes on every bracket
@@ -324,9 +326,10 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
     n = int(values.shape[0])
     if n <= k:
         return RowTrace(Path.SHORT, n)
-    if (lead + n) >> 2 > p.threads * p.vecs:
-        # Longer than the registers hold (an envelope below the row): exact radix selection
-        # over the row read from global memory.
+    if not 1 <= (lead + n) >> 2 <= p.threads * p.vecs:
+        # Longer than the registers hold (an envelope below the row), or no whole vector (a
+        # row of at most 3 scores past the window start): exact radix selection over the row
+        # read from global memory.
         return RowTrace(Path.WHOLE_ROW, n)
     keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
     br = bracket(bracket_low(keys, k, lead, p), int(keys.max())) if p.bracket else None
@@ -336,12 +339,12 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
         _, above, m = crossing(hist, k)
         if m == k - above:
             path = Path.BRACKET
+        elif m > p.capacity:
+            path = Path.BRACKET_OVERFLOW
         elif m <= RANK_MAX:
             path = Path.BRACKET_RANK
-        elif m <= p.capacity:
-            path = Path.BRACKET_NARROW
         else:
-            path = Path.BRACKET_OVERFLOW
+            path = Path.BRACKET_NARROW
         return RowTrace(path, n, t1=br.lo, count1=m)
     pos = sample_positions(n, lead, p)
     plan = register_plan(n, k, int(pos.size), p.aim_mult)

@@ -49,10 +49,10 @@ def stage_selected(
                 sh.stage_idx[slot] = pos
                 slot = slot + 1
                 if cutlass.const_expr(track_max):
-                    if cutlass.const_expr(keys_given):
-                        top = cutlass.max(top, v)
-                    else:
-                        top = cutlass.max(top, order_key(v, fmt))
+                    key = v if cutlass.const_expr(keys_given) else order_key(v, fmt)
+                    # An explicit unsigned compare: ``cutlass.max`` whose first operand is the
+                    # constant 0 compiles as a signed maximum.
+                    top = Uint32(cutlass.select_(key > top, key, top))
         if cutlass.const_expr(track_max):
             if cnt > 0:
                 max_ptr = cute.recast_ptr(sh.ctl.iterator + Ctl.MAXKEY, dtype=Uint32)

@@ -30,7 +30,8 @@ streaming family's whole-row radix selection, reading from global memory.
 
 Barriers on the critical path: a bracket row 1 (shared words zeroed, loads in flight) + 1
 (ends, max key and sample published) + 1 (histogram) + 2 (crossing), + 1 (staging) when the
-crossing bin is ranked or narrowed (+ 1 for its key range and 2 per level when narrowed); a
+crossing bin is ranked or narrowed (+ 1 for its key range, 2 per level and 2 for the emission
+when narrowed, more for the deterministic tie narrowing); a
 sampled row 1 + 1 + 2 per rung level + 1 (staging) + 2 per selection level + 1 (cursors
 zeroed) + 1 (emission done); a row of ``n <= 2 aim`` skips the rung and the staging.
 """
