@@ -22,6 +22,17 @@ from gvr_kernels.testing import KernelProvider, check_windows
 from gvr_reference.register_model import RegisterParams, sample_positions
 
 
+def decode_inexact(kp, cfg, x, kv, k) -> int:
+    """Launch ``cfg`` on decode rows ``x`` (lengths ``kv``, the configuration's values and tie
+    mode); the number of inexact rows."""
+    rows, width = x.shape
+    route = Route(config=cfg, parts=1, grid=rows, workspace_words=0, n_env=width)
+    out, _, _, _ = kp.launch("decode", x, kv, None, k, values=cfg.with_values,
+                             det=cfg.deterministic, route=route)  # fmt: skip
+    zeros = torch.zeros(rows, dtype=torch.int64, device="cuda")
+    return int((~check_windows(x, zeros, kv.to(torch.int64), k, out)).sum())
+
+
 def main() -> int:
     kp = KernelProvider()
     g = torch.Generator(device="cuda").manual_seed(7)
@@ -36,11 +47,7 @@ def main() -> int:
         for values, det in ((False, False), (True, True)):
             cfg = RegisterConfig(threads=threads, vecs=vecs, with_values=values,
                                  deterministic=det)  # fmt: skip
-            route = Route(config=cfg, parts=1, grid=6, workspace_words=0, n_env=width)
-            out, _, _, _ = kp.launch("decode", x, kv, None, k, values=values, det=det,
-                                     route=route)  # fmt: skip
-            zeros = torch.zeros(6, dtype=torch.int64, device="cuda")
-            bad += int((~check_windows(x, zeros, kv.to(torch.int64), k, out)).sum())
+            bad += decode_inexact(kp, cfg, x, kv, k)
         s = torch.tensor([0, 1, 3, 5], dtype=torch.int32, device="cuda")
         e = torch.tensor([cap, cap - 2, cap // 2, 9], dtype=torch.int32, device="cuda")
         cfg = RegisterConfig(mode="prefill", threads=threads, vecs=vecs, with_values=True)
@@ -75,11 +82,7 @@ def bracket_rows(kp, g) -> int:
         for values, det in ((False, False), (True, True)):
             cfg = RegisterConfig(threads=threads, vecs=vecs, capacity=2048, with_values=values,
                                  deterministic=det)  # fmt: skip
-            route = Route(config=cfg, parts=1, grid=6, workspace_words=0, n_env=cap)
-            out, _, _, _ = kp.launch("decode", x, kv, None, k, values=values, det=det,
-                                     route=route)  # fmt: skip
-            zeros = torch.zeros(6, dtype=torch.int64, device="cuda")
-            bad += int((~check_windows(x, zeros, kv.to(torch.int64), k, out)).sum())
+            bad += decode_inexact(kp, cfg, x, kv, k)
     return bad
 
 

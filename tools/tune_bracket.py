@@ -18,16 +18,16 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import numpy as np
-
 SHAPES = {4096: [(512, 2, 1)], 8192: [(512, 4, 1), (512, 4, 2)], 16384: [(1024, 4, 1)]}
 BATCHES = (1, 32, 128, 512)
 KS = (512, 1024, 2048)
 OUT = "/tmp/aot_tune_bracket"
 
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+
 def build(cfgs) -> str:
-    sys.path.insert(0, str(Path(__file__).parent))
     import export_kernels as ek
     from gvr_kernels.aot import MANIFEST, manifest_entry
 
@@ -51,24 +51,12 @@ def main() -> None:
     # Compile before CUDA is initialised in this process (the pool forks).
     aot = build(list(dict.fromkeys(c for _, c in cases)))
     import torch
+    from device_streaming import timeit
     from gvr_kernels.abi import KernelArgs
     from gvr_kernels.testing import KernelProvider
 
     kp = KernelProvider(aot)
     flush = torch.empty(2 * 60 * 2**20 // 4, dtype=torch.float32, device="cuda")
-
-    def timeit(fn, reps=60):
-        ts = []
-        for _ in range(reps):
-            flush.fill_(1.0)
-            a = torch.cuda.Event(enable_timing=True)
-            b = torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            torch.cuda.synchronize()
-            ts.append(a.elapsed_time(b) * 1000)
-        return float(np.median(ts))
 
     x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     t = time.time()
@@ -88,7 +76,8 @@ def main() -> None:
                     paths=kp.dummy_i, k=k, next_n=1, cr_shift=0, parts=1,
                 )  # fmt: skip
                 f(*args)
-                row.append(f"b{b}k{k}:{timeit(lambda f=f, args=args: f(*args)):.1f}")
+                t = timeit(lambda f=f, args=args: f(*args), flush, 60)
+                row.append(f"b{b}k{k}:{t:.1f}")
         print(n, cfg.name, " ".join(row), flush=True)
 
 

@@ -9,6 +9,7 @@ from cutlass import Int32, Uint32
 from . import warp
 from .keys import F32, order_key
 from .layout import Ctl
+from .ops import umax
 
 __all__ = ["stage_selected", "selection_masks", "warp_slots"]
 
@@ -50,9 +51,7 @@ def stage_selected(
                 slot = slot + 1
                 if cutlass.const_expr(track_max):
                     key = v if cutlass.const_expr(keys_given) else order_key(v, fmt)
-                    # An explicit unsigned compare: ``cutlass.max`` whose first operand is the
-                    # constant 0 compiles as a signed maximum.
-                    top = Uint32(cutlass.select_(key > top, key, top))
+                    top = umax(top, key)
         if cutlass.const_expr(track_max):
             if cnt > 0:
                 max_ptr = cute.recast_ptr(sh.ctl.iterator + Ctl.MAXKEY, dtype=Uint32)

@@ -50,7 +50,7 @@ from ..device.bracket import bracket_bin, bracket_setup, find_crossing_cta
 from ..device.keys import KEY_MAX, order_key
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
 from ..device.memory import load_scalar, load_vec4
-from ..device.ops import DEVICE_OPS
+from ..device.ops import DEVICE_OPS, umax, umin
 from ..device.select import (
     emit_rule,
     narrow,
@@ -72,14 +72,6 @@ _SVALID = Ctl.TOTAL
 def _binned(key: Uint32, lo_key: Uint32, vlo: Uint32, scale: Uint32):
     """Whether ``key`` is at or above the bracket's low key, and its bin."""
     return key >= lo_key, bracket_bin(key, vlo, scale, HIST_BINS)
-
-
-@cute.jit
-def _umin(a: Uint32, b: Uint32) -> Uint32:
-    """Unsigned minimum by an explicit unsigned compare (``cutlass.min`` of ``Uint32`` values
-    that start from the constant ``0xFFFFFFFF`` was seen compiled as a signed minimum, which
-    drops every key with the top bit set against it)."""
-    return Uint32(cutlass.select_(a < b, a, b))
 
 
 def _u32(ctl, word: int):
@@ -225,7 +217,7 @@ class RegisterTopK:
         if const_expr(cfg.bracket):
             for i in cutlass.range_constexpr(len(keys)):
                 first = (regs.pos(i, threads) < k) & (keys[i] != Uint32(0))
-                low = _umin(low, Uint32(cutlass.select_(first, keys[i], Uint32(KEY_MAX))))
+                low = umin(low, Uint32(cutlass.select_(first, keys[i], Uint32(KEY_MAX))))
             low = Uint32(cute.arch.warp_redux_sync(low, "umin"))
             # Over the threads that hold a score (tid < nvec): each maximum is a distinct
             # score, so with at least k such threads it bounds k keys too.
@@ -369,8 +361,8 @@ class RegisterTopK:
         for ib in cutlass.range(0, m, self.cfg.threads):
             i = ib + tid
             key = sh.stage_bits[cutlass.select_(i < m, i, Int32(0))]
-            cmin = _umin(cmin, key)
-            cmax = Uint32(cutlass.select_(key > cmax, key, cmax))
+            cmin = umin(cmin, key)
+            cmax = umax(cmax, key)
         cmin = Uint32(cute.arch.warp_redux_sync(cmin, "umin"))
         cmax = Uint32(cute.arch.warp_redux_sync(cmax, "umax"))
         if cute.arch.lane_idx() == 0:
