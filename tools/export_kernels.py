@@ -8,7 +8,9 @@ Sets:
                 deterministic mode;
   device-tests  ``routable`` plus the path-recording variants the forced-path tests use;
   register      the register-resident configurations of ``tests/kernels/test_register_gpu.py``,
-                ``tools/tune_register.py`` and ``tools/sanitize_register.py``.
+                ``tools/tune_register.py`` and ``tools/sanitize_register.py``;
+  cluster       the cluster-register configurations of ``tests/kernels/test_cluster_gpu.py``
+                and ``tools/tune_cluster.py``.
 """
 
 from __future__ import annotations
@@ -61,17 +63,44 @@ def register_configs() -> list:
     return list(out)
 
 
+def cluster_configs() -> list:
+    """The cluster-register configurations the device tests and the tune table use."""
+    from gvr_kernels.cluster import ClusterConfig
+
+    tests = [(4, 512, 4), (8, 512, 4), (4, 1024, 4), (2, 1024, 4), (8, 1024, 4)]
+    tune = [(2, 512, 4), (2, 1024, 2)]
+    out = {}
+    for c, t, v in tests + tune:
+        out[ClusterConfig(cluster=c, threads=t, vecs=v)] = None
+    for i, (c, t, v) in enumerate(tests):
+        base = ClusterConfig(cluster=c, threads=t, vecs=v)
+        variants = [replace(base, record_paths=True)]
+        if i < 3:
+            variants += [
+                replace(base, record_paths=True, capacity=4096),
+                replace(base, with_values=True),
+                replace(base, with_values=True, deterministic=True),
+                replace(base, mode="prefill", with_values=True),
+                replace(base, mode="prefill", with_values=True, deterministic=True),
+                replace(base, mode="full"),
+            ]
+        for cfg in variants:
+            out[cfg] = None
+    return list(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument(
-        "--set", default="device-tests", choices=("routable", "device-tests", "register")
+        "--set", default="device-tests", choices=("routable", "device-tests", "register", "cluster")
     )
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO)
-    configs = list(routable_configs()) if args.set != "register" else register_configs()
+    sets = {"register": register_configs, "cluster": cluster_configs}
+    configs = sets[args.set]() if args.set in sets else list(routable_configs())
     if args.set == "device-tests":
         bases = {replace(c, mode="decode", with_values=False, deterministic=False) for c in configs}
         configs += [replace(c, record_paths=True) for c in bases]

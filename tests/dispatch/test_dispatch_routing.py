@@ -235,7 +235,8 @@ def test_warmup_covers_calls_and_is_idempotent(tmp_path):
     d, runtime, compiler = fake_dispatcher(cache_dir=tmp_path)
     rows = (2, 4, 64, 200)
     msl = 1 << 18
-    assert route_static(H200, rows=2, n_env=msl // 4, k=512).parts > 1
+    assert route_static(H200, rows=2, n_env=msl // 4, k=512).family == "cluster"
+    assert route_static(H200, rows=64, n_env=msl // 4, k=512).parts > 1
     rep = d.warmup(
         k=(512, 2048),
         max_seq_len=msl,
@@ -248,7 +249,7 @@ def test_warmup_covers_calls_and_is_idempotent(tmp_path):
     assert rep.compiled and not rep.loaded and not rep.from_memory
     assert len(compiler.compiled) == len(rep.entries) == len({e.name for e in rep.entries})
     assert rep.launch_keys == len(rows) * 2 * 2
-    assert rep.workspace_bytes > 0  # 2 rows x 65536 scores route to a split launch
+    assert rep.workspace_bytes > 0  # 64 rows x 65536 scores route to a split launch
     assert runtime.syncs == 1
     known = {c.name for c in routable_configs(H200)}
     assert {e.name for e in rep.entries} <= known

@@ -46,7 +46,7 @@ def test_router_covers_every_family_and_core():
     names = {cfg.name for cfg, _ in CASES}
     assert len(names) == len({(c.name, a) for c, a in CASES}) // len(COMPILE_TARGETS)
     assert any(c.split for c, _ in CASES) and any(not c.split for c, _ in CASES)
-    assert {family_of(c).name for c, _ in CASES} == {"streaming", "register"}
+    assert {family_of(c).name for c, _ in CASES} == {"streaming", "register", "cluster"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{a}-{c.name}" for c, a in CASES])
@@ -65,7 +65,15 @@ def test_compiles_without_spills(audits, case):
 
 
 def test_invalid_configs_are_rejected():
+    from gvr_kernels.cluster import ClusterConfig
     from gvr_kernels.register import RegisterConfig
+
+    with pytest.raises(ValueError, match="cluster"):
+        ClusterConfig(cluster=16)
+    with pytest.raises(ValueError, match="threads"):
+        ClusterConfig(threads=256)
+    with pytest.raises(ValueError, match="capacity"):
+        ClusterConfig(threads=512, capacity=100)
 
     with pytest.raises(ValueError, match="vecs"):
         RegisterConfig(vecs=9)

@@ -4,8 +4,11 @@ shape facts; the route's shared-memory and workspace figures come from its confi
 from __future__ import annotations
 
 import pytest
+from gvr_kernels.cluster import ClusterConfig
 from gvr_kernels.register import RegisterConfig
 from gvr_kernels.routing import (
+    CLUSTER_MAX_N,
+    CLUSTER_SMALL_K,
     MIN_PART_ELEMS,
     REGISTER_MAX_N,
     REGISTER_WIDE_N,
@@ -77,13 +80,18 @@ def test_route_figures_come_from_the_config(mode, rows, n_env):
         H200, rows=rows, n_env=n_env, k=512, mode=mode, with_values=True, deterministic=True
     )
     c = r.config
-    assert isinstance(c, (StreamingConfig, RegisterConfig)) and r.family == c.family
+    assert isinstance(c, (StreamingConfig, RegisterConfig, ClusterConfig))
+    assert r.family == c.family
+    clustered = REGISTER_MAX_N < n_env <= CLUSTER_MAX_N and 4 * rows <= H200.sm_count // 2
     wide = n_env <= REGISTER_WIDE_N and rows <= H200.sm_count and mode != "prefill"
     wide = wide and not r.config.deterministic
-    assert r.family == ("register" if n_env <= REGISTER_MAX_N or wide else "streaming")
+    if clustered:
+        assert r.family == "cluster"
+    else:
+        assert r.family == ("register" if n_env <= REGISTER_MAX_N or wide else "streaming")
     assert (c.mode, c.with_values, c.deterministic) == (mode, True, True)
     assert r.smem_bytes == c.smem_bytes
-    assert r.grid == rows * r.parts
+    assert r.grid == rows * (c.cluster if clustered else r.parts)
     assert r.workspace_words == (rows * c.workspace_words_per_row if r.parts > 1 else 0)
     assert (r.parts > 1) == c.split
 
@@ -108,6 +116,8 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     assert all(c.dtype == "float32" for c in cfgs if c.family == "register")
     assert {c.threads for c in cfgs} == {512, 1024}
     assert any(c.split for c in cfgs) and any(not c.split for c in cfgs)
+    cluster = {(c.cluster, c.threads, c.vecs) for c in cfgs if c.family == "cluster"}
+    assert cluster == {(4, 512, 4), (8, 512, 4), (4, 1024, 4)}
     register = {(c.threads, c.vecs, c.resident) for c in cfgs if c.family == "register"}
     assert register == {
         (512, 1, 1),
@@ -128,18 +138,54 @@ def test_register_family_where_it_is_measured_faster():
         r = route_static(H200, rows=rows, n_env=n_env, k=2048)
         assert r.family == "register" and r.config.max_n >= n_env and r.parts == 1
     assert route_static(H200, rows=s + 1, n_env=REGISTER_WIDE_N, k=512).family == "streaming"
-    assert route_static(H200, rows=1, n_env=REGISTER_WIDE_N + 1, k=512).family == "streaming"
+    assert route_static(H200, rows=1, n_env=REGISTER_WIDE_N + 1, k=512).family == "cluster"
+    assert route_static(H200, rows=1, n_env=REGISTER_WIDE_N, k=2048).family == "register"
+    kw = dict(n_env=REGISTER_WIDE_N + 1, k=512, families=("streaming", "register"))
+    assert route_static(H200, rows=1, **kw).family == "streaming"
     # Two 512-thread CTAs per SM once rows outnumber the SMs, except where the values and tie
     # variants need more registers than that leaves.
     assert route_static(H200, rows=4 * s, n_env=16384, k=512).config.resident == 2
     assert route_static(H200, rows=4 * s, n_env=16384, k=512, with_values=True).config.resident == 1
     # Variants that spill at the widest core's register budget stream instead.
-    wide = dict(rows=8, n_env=REGISTER_WIDE_N, k=512)
+    wide = dict(rows=8, n_env=REGISTER_WIDE_N, k=2048)
     assert route_static(H200, **wide, with_values=True).family == "register"
     assert route_static(H200, **wide, mode="prefill").family == "streaming"
     assert route_static(H200, **wide, deterministic=True).family == "streaming"
     det_prefill = dict(rows=8, n_env=16384, k=512, mode="prefill", deterministic=True)
     assert route_static(H200, **det_prefill).config.threads == 512
+
+
+def test_cluster_family_where_it_is_measured_faster():
+    """Envelopes of 16,385-65,536 float32 scores while the clusters take at most half the
+    SMs: eight 512 x 4 CTAs (four up to 32,768) at K <= 1024, four 1024 x 4 CTAs at larger K
+    above 32,768 (``tune_cluster.log``)."""
+    half = H200.sm_count // 2
+    cases = [
+        (1, 32768, 512, (4, 512)),
+        (16, 32768, 1024, (4, 512)),
+        (1, 65536, 512, (8, 512)),
+        (8, 65536, 1024, (8, 512)),
+        (9, 65536, 1024, (4, 1024)),
+        (1, 65536, 2048, (4, 1024)),
+        (half // 4, CLUSTER_MAX_N, 2048, (4, 1024)),
+    ]
+    for rows, n_env, k, shape in cases:
+        for mode in ("decode", "prefill", "full"):
+            r = route_static(H200, rows=rows, n_env=n_env, k=k, mode=mode, deterministic=True)
+            c = r.config
+            assert r.family == "cluster", (rows, n_env, k, mode)
+            assert (c.cluster, c.threads) == shape and c.max_n >= n_env
+            assert r.grid == rows * c.cluster and r.parts == 1 and r.workspace_words == 0
+            assert c.mode == mode and c.deterministic
+    assert route_static(H200, rows=1, n_env=32768, k=CLUSTER_SMALL_K + 1).family == "register"
+    assert route_static(H200, rows=half // 4 + 1, n_env=65536, k=512).family == "streaming"
+    assert route_static(H200, rows=1, n_env=CLUSTER_MAX_N + 1, k=512).family == "streaming"
+    assert route_static(H200, rows=1, n_env=REGISTER_MAX_N, k=512).family == "register"
+    assert route_static(H200, rows=1, n_env=65536, k=512, dtype="bfloat16").family == "streaming"
+    small = DeviceSpec("no clusters", "sm_90a", 132, 232448, 233472, max_cluster_size=1)
+    assert route_static(small, rows=1, n_env=65536, k=512).family == "streaming"
+    with pytest.raises(ValueError, match="families"):
+        route_static(H200, rows=1, n_env=10, k=1, families=("bogus",))
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

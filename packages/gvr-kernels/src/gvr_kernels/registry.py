@@ -17,7 +17,7 @@ import importlib.util
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from . import register, streaming
+from . import cluster, register, streaming
 from .family import Family
 from .spec import B200, H200, DeviceSpec
 
@@ -33,7 +33,9 @@ __all__ = [
 ]
 
 #: Every kernel family, by name.
-FAMILIES: dict[str, Family] = {f.name: f for f in (streaming.FAMILY, register.FAMILY)}
+FAMILIES: dict[str, Family] = {
+    f.name: f for f in (streaming.FAMILY, register.FAMILY, cluster.FAMILY)
+}
 
 #: Specs the compile tests cover, by target arch.
 COMPILE_TARGETS = {"sm_90a": H200, "sm_100a": B200}

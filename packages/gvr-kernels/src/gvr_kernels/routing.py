@@ -65,6 +65,7 @@ from dataclasses import dataclass, replace
 from gvr_reference.keys import KEY_FORMATS
 from gvr_reference.ladder import MAX_ROW_LENGTH, RowPlan, row_plan
 
+from .cluster.config import ClusterConfig
 from .register.config import RegisterConfig
 from .spec import DeviceSpec
 from .streaming.config import MODES, StreamingConfig
@@ -80,6 +81,10 @@ __all__ = [
     "REGISTER_MAX_N",
     "REGISTER_WIDE_N",
     "BRACKET_MIN_K",
+    "CLUSTER_MAX_N",
+    "CLUSTER_ROW_N",
+    "CLUSTER_SMALL_K",
+    "FAMILY_NAMES",
     "MAX_K",
     "SMALL_ROW_N",
     "DTYPES",
@@ -107,6 +112,15 @@ REGISTER_MAX_N = 16384
 REGISTER_WIDE_N = 32768
 #: Smallest K whose 512 x 4 register rows take the bracket histogram path.
 BRACKET_MIN_K = 2048
+#: Envelopes up to this run on the cluster-register family while its CTAs take at most half
+#: the SMs (``_cluster_core``).
+CLUSTER_MAX_N = 65536
+#: Scores a 1024 x 4 CTA of a cluster holds (a 512 x 4 CTA: half).
+CLUSTER_ROW_N = 16384
+#: Largest K the 512-thread cluster shapes serve.
+CLUSTER_SMALL_K = 1024
+#: The kernel families the router picks from, in the order it tries them.
+FAMILY_NAMES = ("register", "cluster", "streaming")
 
 #: The streaming cores the policy picks from (call-mode fields left at their defaults).
 _SPLIT = StreamingConfig(
@@ -177,19 +191,46 @@ def _register_shape(
     return None
 
 
+def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int):
+    """The cluster-register core for a launch, or None where another family is faster.
+
+    Measured on the H200 (``tools/tune_cluster.py``, ``tune_cluster.log``): the cluster wins
+    while its CTAs take at most half the SMs (beyond that, clusters wait for a whole group
+    of free SMs: 128 CTAs in clusters of 4 or 8 ran 1.3x-1.6x slower than the split
+    streaming row); eight 512 x 4 CTAs at K <= 1024 and four 1024 x 4 CTAs otherwise hold
+    envelopes up to 65,536 (b = 1: 11.0 / 12.8 / 15.7 against 14.1 / 14.1 / 16.4 us for
+    K = 512 / 1024 / 2048), four 512 x 4 CTAs at K <= 1024 up to 32,768 (10.2 / 11.8 against
+    12.3 / 13.0 us for the 1024 x 8 register row; at K = 2048 the register row is faster);
+    at 131,072 the split streaming row is as fast.
+    """
+    if not REGISTER_MAX_N < n_env <= CLUSTER_MAX_N:
+        return None
+    limit = spec.sm_count // 2
+    if n_env <= 2 * CLUSTER_ROW_N:
+        shape = (4, 512) if k <= CLUSTER_SMALL_K and 4 * rows <= limit else None
+    elif k <= CLUSTER_SMALL_K and 8 * rows <= limit:
+        shape = (8, 512)
+    else:
+        shape = (4, 1024) if 4 * rows <= limit else None
+    if shape is None or shape[0] > spec.max_cluster_size:
+        return None
+    return ClusterConfig(cluster=shape[0], threads=shape[1], vecs=4)
+
+
 @dataclass(frozen=True)
 class Route:
     """The capture-stable half of a route: everything a launch freezes.
 
     Attributes:
         config: the typed compile configuration (its ``family`` names the kernel family).
-        parts: CTAs per row (``> 1`` only for split configurations).
-        grid: CTAs in the launch (``rows * parts``).
+        parts: CTAs per row meeting through a global workspace (``> 1`` only for split
+            configurations; a cluster configuration launches its own cluster per row).
+        grid: CTAs in the launch (``rows * parts``, ``rows * cluster`` for a cluster).
         workspace_words: uint32 words of zeroed workspace the launch needs (0: none).
         n_env: the envelope this route was made for.
     """
 
-    config: StreamingConfig | RegisterConfig
+    config: StreamingConfig | RegisterConfig | ClusterConfig
     parts: int
     grid: int
     workspace_words: int
@@ -221,6 +262,7 @@ def route_static(
     with_values: bool = False,
     deterministic: bool = False,
     dtype: str = "float32",
+    families: tuple[str, ...] = FAMILY_NAMES,
 ) -> Route:
     """Choose the configuration and grid for a launch.
 
@@ -235,6 +277,9 @@ def route_static(
         deterministic: the K-th value's tie class yields its smallest indices.
         dtype: the logits format, one of :data:`DTYPES` (``"float32"``, ``"bfloat16"``,
             ``"float16"``).
+        families: the families the router may pick (default: all of :data:`FAMILY_NAMES`;
+            the streaming family serves every launch, so it is always allowed); tools and
+            benchmarks use this to time a launch without a family.
 
     Returns:
         The :class:`Route`. It is a pure function of its arguments, so a launch key made from
@@ -254,8 +299,18 @@ def route_static(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    reg = None
-    if dtype == "float32":
+    unknown = set(families) - set(FAMILY_NAMES)
+    if unknown:
+        raise ValueError(f"families must be among {FAMILY_NAMES}, got {sorted(unknown)}")
+    reg = clu = None
+    if dtype == "float32" and "cluster" in families:
+        clu = _cluster_core(spec, rows, n_env, k)
+    if clu is not None and clu.smem_bytes <= spec.smem_per_block:
+        config = replace(clu, mode=mode, with_values=with_values, deterministic=deterministic)
+        return Route(
+            config=config, parts=1, grid=rows * clu.cluster, workspace_words=0, n_env=n_env
+        )
+    if dtype == "float32" and "register" in families:
         reg = _register_core(spec, rows, n_env, k, mode, with_values, deterministic)
     if reg is not None and reg.smem_bytes * reg.resident <= spec.smem_per_sm:
         config = replace(reg, mode=mode, with_values=with_values, deterministic=deterministic)
@@ -308,13 +363,16 @@ def route_dynamic(route: Route, n: int, k: int, lead: int = 0) -> RowPlan:
     return row_plan(n, k, lead, route.ladder)
 
 
-def routed_configs(spec: DeviceSpec) -> Iterator[StreamingConfig | RegisterConfig]:
+def routed_configs(
+    spec: DeviceSpec,
+) -> Iterator[StreamingConfig | RegisterConfig | ClusterConfig]:
     """Every distinct configuration :func:`route_static` produces for ``spec``, over the shapes
     at both sides of every routing boundary, in every call mode with and without values and
     deterministic ties, for every logits dtype."""
     s = spec.sm_count
     seen: dict = {}
-    for rows in sorted({1, 2, s // 2, s // 2 + 1, s, s + 1, 4 * s}):
+    h = s // 2
+    for rows in sorted({1, 2, h // 8, h // 8 + 1, h // 4, h // 4 + 1, h, h + 1, s, s + 1, 4 * s}):
         for n_env in (
             2048,
             2049,
@@ -328,10 +386,13 @@ def routed_configs(spec: DeviceSpec) -> Iterator[StreamingConfig | RegisterConfi
             REGISTER_WIDE_N + 1,
             SPLIT_MIN_N - 1,
             SPLIT_MIN_N,
+            2 * CLUSTER_ROW_N + 1,
+            CLUSTER_MAX_N,
+            CLUSTER_MAX_N + 1,
             262144,
         ):
             for k, mode, with_values, det, dtype in itertools.product(
-                (512, MAX_K), MODES, (False, True), (False, True), DTYPES
+                (512, CLUSTER_SMALL_K + 1, MAX_K), MODES, (False, True), (False, True), DTYPES
             ):
                 try:
                     r = route_static(

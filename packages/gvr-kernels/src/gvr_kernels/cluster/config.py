@@ -1,0 +1,169 @@
+"""Compile key of the cluster-register family: a frozen dataclass with a readable name.
+
+A thread-block cluster of ``cluster`` CTAs holds one row in registers (each CTA
+``threads`` threads x ``vecs`` 16-byte vectors of a contiguous chunk, the last CTA also the
+0-3 score tail); the sample and the survivors travel through distributed shared memory
+(see ``gvr_reference.cluster_model`` for the per-row decisions and their CPU model). The
+shared-memory layout is written here once (:meth:`ClusterConfig.shared_layout`). This
+module imports no CuTe DSL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gvr_reference.cluster_model import ClusterParams
+from gvr_reference.keys import KeyFormat, key_format
+
+from ..family import layout_bytes
+
+__all__ = ["ClusterConfig", "MODES", "HIST_BINS", "CTL_WORDS", "SMEM_ALIGN"]
+
+MODES = ("decode", "prefill", "full")
+#: Radix-level histogram bins.
+HIST_BINS = 256
+CTL_WORDS = 20
+#: Byte alignment of every shared-memory array.
+SMEM_ALIGN = 16
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Compile key of the cluster-register family (one cluster per row, the row in registers).
+
+    Attributes:
+        mode: where row windows come from: ``"decode"``, ``"prefill"`` or ``"full"`` (as in
+            ``StreamingConfig``).
+        cluster: CTAs per row, one thread-block cluster (2, 4 or 8).
+        threads: CTA size (512 or 1024).
+        vecs: 16-byte vectors each thread holds (1 to 8); a row of up to
+            ``4 * cluster * threads * vecs`` scores fits.
+        aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
+        capacity: the leader CTA's staging entries (order key and position, 8 bytes each);
+            more survivors than this take the whole-row selection.
+        with_values: also write the fp32 values of the selection (``-FLT_MAX`` beside ``-1``).
+        deterministic: the K-th value's tie class yields its smallest indices.
+        record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
+            tensor.
+    """
+
+    mode: str = "decode"
+    cluster: int = 4
+    threads: int = 1024
+    vecs: int = 4
+    aim_mult: int = 2
+    capacity: int = 16384
+    with_values: bool = False
+    deterministic: bool = False
+    record_paths: bool = False
+
+    #: The family this configuration belongs to (``gvr_kernels.registry``).
+    family = "cluster"
+    #: The logits format: the family reads float32 only.
+    dtype = "float32"
+    #: 16-byte vectors per thread per tile when a row is read from global memory.
+    unroll = 4
+    #: The staging buffer holds order keys (the selected values are read back from memory).
+    stages_keys = True
+    #: One CTA per SM (each CTA of the cluster takes an SM's registers at 1024 threads).
+    resident = 1
+
+    @property
+    def key_format(self) -> KeyFormat:
+        """The order-key format of the logits (float32)."""
+        return key_format(self.dtype)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.threads not in (512, 1024):
+            raise ValueError(f"threads must be 512 or 1024, got {self.threads}")
+        if not 1 <= self.vecs <= 8:
+            raise ValueError(f"vecs must be in [1, 8], got {self.vecs}")
+        if self.capacity < self.threads or self.capacity % 4:
+            raise ValueError(
+                f"capacity must be a multiple of 4 and >= threads, got {self.capacity}"
+            )
+        _ = self.params  # validates cluster and aim_mult
+
+    @property
+    def params(self) -> ClusterParams:
+        """The per-row decision parameters (``gvr_reference.cluster_model``)."""
+        return ClusterParams(
+            cluster=self.cluster,
+            threads=self.threads,
+            vecs=self.vecs,
+            aim_mult=self.aim_mult,
+            capacity=self.capacity,
+        )
+
+    @property
+    def max_n(self) -> int:
+        """Longest row held in the cluster (longer rows are still exact, read from memory)."""
+        return self.params.max_n
+
+    @property
+    def max_k(self) -> int:
+        """Largest K this configuration serves."""
+        return 2048
+
+    @property
+    def sample_slots(self) -> int:
+        """Sample keys of a row, held by every CTA of its cluster."""
+        return self.cluster * self.threads
+
+    def shared_layout(self) -> tuple[tuple[str, str, int], ...]:
+        """Each CTA's shared-memory arrays in allocation order, ``(name, dtype, count)``
+        (the staging is used by the leader only; every CTA of a kernel has one layout)."""
+        return (
+            ("hist", "i32", HIST_BINS),
+            ("ctl", "i32", CTL_WORDS),
+            ("sample", "u32", self.sample_slots),
+            ("stage_bits", "u32", self.capacity),
+            ("stage_idx", "i32", self.capacity),
+        )
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory per CTA (bytes): the arrays of :meth:`shared_layout`."""
+        return layout_bytes(self.shared_layout(), SMEM_ALIGN)
+
+    @property
+    def resident_ctas(self) -> int:
+        """CTAs per SM the configuration is built for."""
+        return self.resident
+
+    @property
+    def workspace_words_per_row(self) -> int:
+        """No global workspace."""
+        return 0
+
+    @property
+    def split(self) -> bool:
+        """Not a split row: the cluster's CTAs meet in distributed shared memory."""
+        return False
+
+    @property
+    def ctas_per_row(self) -> int:
+        """CTAs a row takes (the launch grid is ``rows * ctas_per_row``)."""
+        return self.cluster
+
+    @property
+    def name(self) -> str:
+        """A short readable name, unique per configuration."""
+        parts = [
+            "cluster",
+            self.mode,
+            f"x{self.cluster}",
+            f"t{self.threads}",
+            f"v{self.vecs}",
+            f"a{self.aim_mult}",
+            f"c{self.capacity}",
+        ]
+        if self.with_values:
+            parts.append("values")
+        if self.deterministic:
+            parts.append("det")
+        if self.record_paths:
+            parts.append("paths")
+        return "_".join(parts)

@@ -1,0 +1,91 @@
+"""Distributed shared memory (DSMEM) between the CTAs of a thread-block cluster.
+
+A pointer into this CTA's shared memory is mapped to the same offset in CTA ``rank`` of the
+cluster (``mapa``); stores and atomics through it are ``st.shared::cluster`` and
+``atom.shared::cluster``. Remote writes become visible to the owner at the next cluster
+barrier (:func:`cluster_sync`: arrive with release, wait with acquire semantics).
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32, Uint32
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import dsl_user_op
+
+from . import warp
+from .staging import selection_masks
+
+__all__ = ["remote", "store_remote", "cluster_sync", "remote_warp_slots", "gather_selected"]
+
+
+@cute.jit
+def remote(ptr, rank: Int32):
+    """``ptr`` (this CTA's shared memory) mapped into CTA ``rank`` of the cluster."""
+    return cute.arch.map_dsmem_ptr(ptr, rank)
+
+
+@dsl_user_op
+def _st_cluster(addr: Int32, value: Uint32, *, loc=None, ip=None) -> None:
+    """``st.shared::cluster.u32`` at a 32-bit shared::cluster address (the DSL's generic
+    store does not take DSMEM pointers)."""
+    operands = [Int32(addr).ir_value(loc=loc, ip=ip), Uint32(value).ir_value(loc=loc, ip=ip)]
+    llvm.inline_asm(
+        None,
+        operands,
+        "st.shared::cluster.u32 [$0], $1;",
+        "r,r,~{memory}",
+        has_side_effects=True,
+        loc=loc,
+        ip=ip,
+    )
+
+
+@cute.jit
+def store_remote(ptr, rank: Int32, value):
+    """Store the 32-bit ``value`` at ``ptr``'s offset in the shared memory of CTA ``rank``."""
+    _st_cluster(remote(ptr, rank).toint(), Uint32(value))
+
+
+@cute.jit
+def cluster_sync():
+    """Every thread of the cluster arrives (release) and waits (acquire)."""
+    cute.arch.cluster_arrive()
+    cute.arch.cluster_wait()
+
+
+@cute.jit
+def remote_warp_slots(cursor, cnt: Int32) -> Int32:
+    """As ``staging.warp_slots`` on a counter in another CTA's shared memory (``cursor``: a
+    DSMEM pointer): one cluster-scope atomic per warp, lanes in order."""
+    lane = cute.arch.lane_idx()
+    incl = warp.inclusive_sum(cnt)
+    total = warp.broadcast(incl, Int32(31))
+    slot0 = Int32(0)
+    if lane == 31:
+        slot0 = cute.arch.atomic_add(cursor, total, scope="cluster")
+    return warp.broadcast(slot0, Int32(31)) + incl - cnt
+
+
+@cute.jit
+def gather_selected(capacity: cutlass.Constexpr, sh, leader: Int32, cnt_word: int, elems):
+    """Append a per-thread list of ``(key, pos, selected)`` to CTA ``leader``'s staging
+    (``sh.stage_bits`` / ``sh.stage_idx`` at the same offsets there), counting them in its
+    ``ctl[cnt_word]``: slots from one remote atomic per warp; every candidate is counted, but
+    a lane whose run of slots would end past ``capacity`` writes none of it (the count then
+    exceeds the capacity and the leader never reads the staging)."""
+    masks, cnt, anyone = selection_masks([e[2] for e in elems])
+    if cute.arch.vote_any_sync(anyone != Uint32(0)):
+        slot = remote_warp_slots(remote(sh.ctl.iterator + cnt_word, leader), cnt)
+        fits = slot + cnt <= capacity
+        for w in cutlass.range_constexpr(len(masks)):
+            masks[w] = Uint32(cutlass.select_(fits, masks[w], Uint32(0)))
+        bits = remote(sh.stage_bits.iterator, leader).toint()
+        idx = remote(sh.stage_idx.iterator, leader).toint()
+        for i in cutlass.range_constexpr(len(elems)):
+            key, pos, _sel = elems[i]
+            if (masks[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
+                _st_cluster(bits + slot * 4, Uint32(key))
+                _st_cluster(idx + slot * 4, Uint32(pos))
+                slot = slot + 1

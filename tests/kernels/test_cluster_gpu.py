@@ -1,0 +1,261 @@
+"""Device tests of the cluster-register family (``pytest -m gpu`` on an H200).
+
+Every result is checked by the CPU validator of ``gvr_reference`` on fresh random rows (seed
+printed; replay with ``GVR_TEST_SEED``), with ``+3e38`` poison beyond every valid length, for
+each configuration of :data:`SHAPES` forced directly (not through the router), and the path
+every row took is compared with the CPU model (``gvr_reference.cluster_model``).
+"""
+
+from __future__ import annotations
+
+import kernel_helpers as helpers
+import numpy as np
+import pytest
+from gvr_reference import validate
+from gvr_reference.cluster_model import ClusterParams, sample_positions, simulate_row
+from gvr_reference.model import Path
+from gvr_reference.register_model import register_plan
+from gvr_reference.windows import RowWindows
+from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
+from kernel_helpers import FAMILIES, SEED, rng
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+ROWS_CHECKED = {"n": 0}
+#: (cluster, threads, vecs): every shape the router uses ...
+ROUTED = [(4, 512, 4), (8, 512, 4), (4, 1024, 4)]
+#: ... and the extremes of the family.
+SHAPES = ROUTED + [(2, 1024, 4), (8, 1024, 4)]
+
+
+def ids(shapes):
+    return [f"x{c}t{t}v{v}" for c, t, v in shapes]
+
+
+def config(cluster, threads, vecs, **kw):
+    from gvr_kernels.cluster import ClusterConfig
+
+    return ClusterConfig(cluster=cluster, threads=threads, vecs=vecs, **kw)
+
+
+def launch(kp, cfg, mode, logits, a, b, k, **kw):
+    """Run ``cfg`` (its call-mode fields replaced by the arguments, as the provider does)."""
+    from gvr_kernels.routing import Route
+
+    rows = logits.shape[0]
+    route = Route(
+        config=cfg, parts=1, grid=rows * cfg.cluster, workspace_words=0, n_env=logits.shape[1]
+    )
+    return kp.launch(mode, logits, a, b, k, route=route, **kw)
+
+
+def check(batch, out, values=None, det=False):
+    helpers.check(ROWS_CHECKED, batch, out, values, det)
+
+
+def cap_of(shape):
+    return 4 * shape[0] * shape[1] * shape[2]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=ids(SHAPES))
+@pytest.mark.parametrize("k", [512, 1024, 2048])
+def test_families_exact(kp, shape, k):
+    """Every value family at lengths from 0 to past the cluster (the oversize rows take the
+    whole-row selection from memory), one launch per family."""
+    cap = cap_of(shape)
+    width = cap + 37
+    for i, family in enumerate(FAMILIES):
+        batch = make_decode_batch(
+            rng(1, k, *shape, i),
+            batch=72,
+            k=k,
+            width=width,
+            row_stride=helpers.padded_stride(width) + 4,
+            family=family,
+            lengths="ragged" if i % 2 else "edge",
+        )
+        logits = helpers.to_device(batch)[1]
+        kv = torch.from_numpy(batch.kv_lens).cuda()
+        out, _, _, _ = launch(kp, config(*shape), "decode", logits, kv, None, k)
+        check(batch, out)
+
+
+@pytest.mark.parametrize("shape", ROUTED, ids=ids(ROUTED))
+def test_mtp_and_compression(kp, shape):
+    cap = cap_of(shape)
+    for k, nn, cr in ((512, 2, 1), (1024, 3, 4), (2048, 4, 4), (7, 2, 1)):
+        width = cap if cr == 1 else cap - 5
+        batch = make_decode_batch(
+            rng(2, k, nn, cr, *shape),
+            batch=32,
+            next_n=nn,
+            compress_ratio=cr,
+            k=k,
+            width=width,
+            row_stride=helpers.padded_stride(width),
+            family="dsa_like",
+            lengths="edge",
+        )
+        logits = helpers.to_device(batch)[1]
+        kv = torch.from_numpy(batch.kv_lens).cuda()
+        out, _, _, _ = launch(kp, config(*shape), "decode", logits, kv, None, k, next_n=nn, cr=cr)
+        check(batch, out)
+
+
+@pytest.mark.parametrize("det", [False, True])
+@pytest.mark.parametrize("shape", ROUTED, ids=ids(ROUTED))
+def test_values_and_tie_modes(kp, shape, det):
+    cap = cap_of(shape)
+    for k, family in ((512, "quantized"), (2048, "two_valued"), (1024, "signed_zero")):
+        for fam in (family, "nan", "constant", "tie_flood"):
+            batch = make_decode_batch(
+                rng(3, k, det, *shape, FAMILIES.index(fam)),
+                batch=64,
+                k=k,
+                width=cap,
+                row_stride=cap,
+                family=fam,
+                lengths="ragged",
+            )
+            logits = helpers.to_device(batch)[1]
+            kv = torch.from_numpy(batch.kv_lens).cuda()
+            out, val, _, _ = launch(
+                kp, config(*shape), "decode", logits, kv, None, k, values=True, det=det
+            )
+            check(batch, out, val, det=det)
+
+
+@pytest.mark.parametrize("shape", ROUTED, ids=ids(ROUTED))
+def test_prefill_windows_and_full_rows(kp, shape):
+    cap = cap_of(shape)
+    for k in (512, 2048):
+        for det in (False, True):
+            batch = make_prefill_batch(
+                rng(4, k, det, *shape),
+                rows=100,
+                k=k,
+                width=cap + 9,
+                row_stride=helpers.padded_stride(cap + 9),
+                family="gaussian" if not det else "quantized",
+                misaligned=True,
+            )
+            logits = helpers.to_device(batch)[1]
+            s = torch.from_numpy(batch.row_starts).cuda()
+            e = torch.from_numpy(batch.row_ends).cuda()
+            out, val, _, _ = launch(
+                kp, config(*shape), "prefill", logits, s, e, k, values=True, det=det
+            )
+            check(batch, out, val, det=det)
+        dense = make_dense_batch(
+            rng(5, k, *shape), rows=48, k=k, width=cap - 1, row_stride=cap, family="dsa_like"
+        )
+        logits = helpers.to_device(dense)[1]
+        out, _, _, _ = launch(kp, config(*shape), "full", logits, None, None, k)
+        check(dense, out)
+
+
+@pytest.mark.parametrize("shape", ROUTED, ids=ids(ROUTED))
+def test_forced_paths_match_the_model(kp, shape):
+    """Rows built to reach every path of the family; the kernel's recorded path equals the
+    CPU model's and every answer is exact."""
+    cluster, threads, vecs = shape
+    cap = cap_of(shape)
+    k = 512
+    params = ClusterParams(cluster, threads, vecs, capacity=4096)
+    kinds = 9
+    b = 6 * kinds
+    width = cap + 64
+    g = rng(6, *shape)
+    x = g.standard_normal((b, width)).astype(np.float32)
+    kv = np.full(b, cap, np.int32)
+    for r in range(b):
+        kind = r % kinds
+        n = int(kv[r])
+        pos = sample_positions(n, 0, params)
+        j1 = register_plan(n, k, int(pos.size), params.aim_mult).j1
+        if kind == 1:  # the top sample ranks are huge: the rung is above the K-th key
+            x[r, pos[:j1]] = 1000.0 + np.arange(j1, dtype=np.float32)
+        elif kind == 2:  # short rows
+            kv[r] = [k - 1, k, 0][r % 3]
+        elif kind == 3:  # rows of 4 k scores: unsampled
+            kv[r] = 4 * k
+        elif kind == 4:  # longer than the cluster holds
+            kv[r] = width - r % 4
+        elif kind == 5:  # more keys above the rung than the staging, unseen by the sample
+            off = np.setdiff1d(np.arange(n), pos)[:6000]
+            x[r, off] = 50.0 + np.arange(off.size, dtype=np.float32) / 64
+        elif kind == 6:  # a crowded tie class at the rung: the keys above it, then ties
+            x[r, g.random(width) < 0.3] = 2.5
+        elif kind == 7:  # the same crowd with more keys above it than the staging
+            x[r, g.random(width) < 0.3] = 2.5
+            free = np.setdiff1d(np.flatnonzero(x[r, :n] != 2.5), pos)[:6000]
+            x[r, free] = 9.0 + np.arange(free.size, dtype=np.float32) / 64
+        elif kind == 8:  # the crowd in one CTA's chunk only (skewed rows)
+            x[r, : n // cluster] += 4.0
+    windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
+    want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(b)])
+    logits = torch.from_numpy(x).cuda()
+    cfg = config(cluster, threads, vecs, capacity=4096)
+    out, _, paths, _ = launch(
+        kp, cfg, "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True
+    )
+    got = paths.cpu().numpy()
+    assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
+    expected = {
+        Path.FIRST,
+        Path.RESCUE_UNDERESTIMATE,
+        Path.RESCUE_OVERFLOW,
+        Path.WHOLE_ROW,
+        Path.SHORT,
+        Path.UNSAMPLED,
+        Path.TIE,
+    }
+    assert expected <= {Path(int(v)) for v in want}
+    report = validate.check_topk(x, windows, k, out.cpu().numpy())
+    assert report.ok, report.summary()
+    ROWS_CHECKED["n"] += b
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=ids(SHAPES))
+def test_paths_on_value_families(kp, shape):
+    """The recorded path of every row of every value family equals the CPU model's."""
+    cap = cap_of(shape)
+    params = config(*shape).params
+    k = 2048
+    for i, family in enumerate(FAMILIES):
+        batch = make_decode_batch(
+            rng(8, *shape, i), batch=16, k=k, width=cap, row_stride=cap, family=family,
+            lengths="ragged",
+        )  # fmt: skip
+        logits = helpers.to_device(batch)[1]
+        kv = torch.from_numpy(batch.kv_lens).cuda()
+        out, _, paths, _ = launch(kp, config(*shape), "decode", logits, kv, None, k, paths=True)
+        check(batch, out)
+        want = np.array(
+            [int(simulate_row(batch.logits[r, : batch.kv_lens[r]], k, params).path)
+             for r in range(batch.rows)]
+        )  # fmt: skip
+        got = paths.cpu().numpy()
+        assert np.array_equal(got, want), (family, got[got != want][:8], want[got != want][:8])
+
+
+def test_many_rows(kp):
+    """More clusters than fit the GPU at once (waves of clusters)."""
+    for k, shape in ((512, (8, 512, 4)), (2048, (4, 1024, 4))):
+        width = cap_of(shape)
+        batch = make_decode_batch(
+            rng(7, k), batch=600, k=k, width=width, row_stride=width, lengths="ragged"
+        )
+        logits = helpers.to_device(batch)[1]
+        kv = torch.from_numpy(batch.kv_lens).cuda()
+        out, _, _, _ = launch(kp, config(*shape), "decode", logits, kv, None, k)
+        check(batch, out)
+
+
+def test_zz_rows_checked():
+    """The run checked at least 20,000 fresh random rows against the oracle."""
+    if ROWS_CHECKED["n"] == 0:
+        pytest.skip("no device tests ran")
+    print(f"\ncluster family: rows checked against the oracle: {ROWS_CHECKED['n']} (seed {SEED})")
+    assert ROWS_CHECKED["n"] >= 20000

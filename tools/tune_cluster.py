@@ -1,0 +1,115 @@
+"""Raw kernel times of the cluster-register family against the route the router picks
+without it, on the H200, for the routing rule in ``gvr_kernels.routing`` (results:
+``benchmarks/results/h200/tune_cluster.log``)::
+
+    python3 tools/tune_cluster.py > tune_cluster.log
+
+Each configuration is exported ahead of time (in parallel, into ``/tmp/aot_tune_cluster``),
+then launched directly (``gvr_kernels.abi.KernelArgs``) on gaussian float32 rows of full
+length; one CUDA-event median of 40 launches per cell, the L2 flushed before each, after a
+short bf16 matmul warm-up. Every timed launch's answer is checked first (the selected
+values equal ``torch.topk``'s as multisets).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+#: (cluster, threads, vecs) shapes tried per row length.
+SHAPES = {
+    16384: [(2, 512, 4), (2, 1024, 2)],
+    32768: [(2, 1024, 4), (4, 512, 4)],
+    65536: [(4, 1024, 4), (8, 512, 4)],
+    131072: [(8, 1024, 4)],
+}
+BATCHES = (1, 8, 16, 32)
+KS = (512, 1024, 2048)
+OUT = "/tmp/aot_tune_cluster"
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def build(cfgs) -> str:
+    import export_kernels as ek
+    from gvr_kernels.aot import MANIFEST, manifest_entry
+
+    man = {}
+    with ProcessPoolExecutor(15) as pool:
+        for cfg, name, _dt in pool.map(ek._one, [(c, OUT, "sm_90a") for c in cfgs]):
+            man[cfg.name] = manifest_entry(cfg, name, "sm_90a")
+    Path(OUT, MANIFEST).write_text(json.dumps(man))
+    return OUT
+
+
+def baseline_route(spec, rows, n, k):
+    """The route without the cluster family (what the router chose before it)."""
+    from gvr_kernels import routing
+
+    return routing.route_static(spec, rows=rows, n_env=n, k=k, families=("streaming", "register"))
+
+
+def main() -> None:
+    from gvr_kernels.cluster import ClusterConfig
+    from gvr_kernels.spec import H200
+
+    cases = [
+        (n, ClusterConfig(cluster=c, threads=t, vecs=v))
+        for n, shapes in SHAPES.items()
+        for c, t, v in shapes
+    ]
+    base_cfgs = {baseline_route(H200, b, n, k).config for n in SHAPES for b in BATCHES for k in KS}
+    # Compile before CUDA is initialised in this process (the pool forks).
+    aot = build(list(dict.fromkeys([c for _, c in cases] + sorted(base_cfgs, key=str))))
+    import torch
+    from device_streaming import timeit
+    from gvr_kernels.abi import KernelArgs
+    from gvr_kernels.spec import spec_from_properties
+    from gvr_kernels.testing import KernelProvider
+
+    spec = spec_from_properties(torch.cuda.get_device_properties(0))
+    kp = KernelProvider(aot)
+    flush = torch.empty(2 * 60 * 2**20 // 4, dtype=torch.float32, device="cuda")
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    t = time.time()
+    while time.time() - t < 2:
+        x @ x
+
+    def run(cfg, parts, lg, kv, k):
+        f = kp.get(cfg)
+        out = torch.empty((lg.shape[0], k), dtype=torch.int32, device="cuda")
+        args = KernelArgs(
+            logits=lg, lens_a=kv, lens_b=kp.dummy_i, out=out,
+            values=torch.empty(1, 1, device="cuda"), workspace=kp.workspace,
+            paths=kp.dummy_i, k=k, next_n=1, cr_shift=0, parts=parts,
+        )  # fmt: skip
+        f(*args)
+        torch.cuda.synchronize()
+        got = torch.sort(torch.gather(lg, 1, out.long()), dim=1).values
+        want = torch.sort(torch.topk(lg, k, dim=1).values, dim=1).values
+        ok = bool(torch.equal(got, want))
+        return timeit(lambda: f(*args), flush, 40), ok
+
+    for n, shapes in SHAPES.items():
+        for b in BATCHES:
+            for k in KS:
+                lg = torch.randn(b, n, device="cuda")
+                kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
+                base = baseline_route(spec, b, n, k)
+                tb, okb = run(base.config, base.parts, lg, kv, k)
+                mark = "" if okb else " INEXACT"
+                cells = [f"base {base.config.name} p{base.parts}: {tb:.1f}{mark}"]
+                for c, th, v in shapes:
+                    if b * c > spec.sm_count:
+                        continue
+                    cfg = ClusterConfig(cluster=c, threads=th, vecs=v)
+                    tc, okc = run(cfg, 1, lg, kv, k)
+                    cells.append(f"x{c}t{th}v{v}: {tc:.1f}{'' if okc else ' INEXACT'}")
+                print(f"n={n} b={b} k={k} | " + " | ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
