@@ -164,6 +164,20 @@ class ClusterTopK:
 
     @cute.jit
     def _held_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32):
+        keys, positions, top, sample_key = self._load(sh, win, rank)
+        self._exchange(sh, rank, top, sample_key)
+        code, thr, crowded = self._rung(sh, win, k)
+        lo = thr + Uint32(crowded)
+        self._gather(sh, keys, positions, thr, lo, crowded)
+        if rank == _LEADER:
+            self._finish(sh, win, out, values, paths, row, k, code, thr, lo, crowded)
+
+    @cute.jit
+    def _load(self, sh, win, rank: Int32):
+        """Load this CTA's chunk (and, on the last CTA, the tail), zero the control words and
+        arrive at the cluster barrier while the loads are in flight; returns the keys (0
+        outside the window), their window positions, the warp's largest key and this
+        thread's sample key."""
         cfg = self.cfg
         threads = cfg.threads
         tid, _, _ = cute.arch.thread_idx()
@@ -171,8 +185,6 @@ class ClusterTopK:
         warp_id = tid // 32
         base, lead, nvec, tail_start, n = win
         v0 = rank * (threads * cfg.vecs)
-
-        # ---- load this CTA's chunk (and, on the last CTA, the tail); zero the control words
         raw = []
         for j in cutlass.range_constexpr(cfg.vecs):
             v = v0 + tid + j * threads
@@ -184,7 +196,6 @@ class ClusterTopK:
         # Release: this CTA runs and its words are zero before any remote write reaches it.
         cute.arch.cluster_arrive()
 
-        # ---- keys (0 outside the window), the CTA's largest key, this thread's sample key
         p0 = (v0 + tid) * 4 - lead
         keys = []
         for j in cutlass.range_constexpr(cfg.vecs):
@@ -204,14 +215,21 @@ class ClusterTopK:
             for q in cutlass.range_constexpr(4):
                 pick = (tid % cfg.vecs == j) & ((tid // cfg.vecs) % 4 == q)
                 sample_key = Uint32(cutlass.select_(pick, keys[j * 4 + q], sample_key))
+        return keys, positions, top, sample_key
+
+    @cute.jit
+    def _exchange(self, sh, rank: Int32, top: Uint32, sample_key: Uint32):
+        """The sample key to slot ``rank * threads + tid`` of every CTA, the warp's valid
+        sample count to every CTA and its largest key to the leader (DSMEM); ends with a
+        cluster barrier, after which every CTA holds the row's whole sample."""
+        cfg = self.cfg
+        tid, _, _ = cute.arch.thread_idx()
         n_valid = Int32(cute.arch.popc(cute.arch.vote_ballot_sync(sample_key != Uint32(0))))
         cute.arch.cluster_wait()
-
-        # ---- the sample, its valid count and the largest key, to every CTA (DSMEM)
-        slot = sh.sample.iterator + (rank * threads + tid)
+        slot = sh.sample.iterator + (rank * cfg.threads + tid)
         for d in cutlass.range_constexpr(cfg.cluster):
             store_remote(slot, Int32(d), sample_key)
-        if lane == 0:
+        if cute.arch.lane_idx() == 0:
             for d in cutlass.range_constexpr(cfg.cluster):
                 cute.arch.atomic_add(
                     remote(sh.ctl.iterator + _SVALID, Int32(d)), n_valid, scope="cluster"
@@ -221,8 +239,14 @@ class ClusterTopK:
             )
         cluster_sync()
 
-        # ---- the rung: the same narrowing of the same sample in every CTA
-        plan = register_plan(n, k, sh.ctl[_SVALID], cfg.aim_mult, DEVICE_OPS)
+    @cute.jit
+    def _rung(self, sh, win, k: Int32):
+        """The rung: the same narrowing of the same sample in every CTA. Returns
+        ``(code, thr, crowded)``: ``UNSAMPLED`` with ``thr = 1`` for rows of ``n <= 2 aim``,
+        else ``FIRST`` and the rung, and whether it is crowded (a single key that at least
+        two sample keys share, ``gvr_reference.model.crowded_rung``)."""
+        cfg = self.cfg
+        plan = register_plan(win.n, k, sh.ctl[_SVALID], cfg.aim_mult, DEVICE_OPS)
         code = Int32(Path.UNSAMPLED)
         thr = Uint32(1)
         crowded = Int32(0)
@@ -241,15 +265,17 @@ class ClusterTopK:
                 Uint32(0),
                 Int32(cfg.sample_slots),
             )
-            # A crowded single key (gvr_reference.model.crowded_rung): gather the keys above
-            # it and count the keys equal to it.
             if (ties >= 2) & (thr < Uint32(KEY_MAX)):
                 crowded = Int32(1)
-        lo = thr + Uint32(crowded)
+        return code, thr, crowded
 
-        # ---- gather the survivors into the leader's staging
+    @cute.jit
+    def _gather(self, sh, keys, positions, thr: Uint32, lo: Uint32, crowded: Int32):
+        """Every key ``>= lo`` with its position to the leader's staging (a crowded rung:
+        the keys equal to ``thr`` counted into the leader's ``EQCNT``); ends with a cluster
+        barrier, after which the leader holds every survivor of the row."""
         gather_selected(
-            cfg.capacity,
+            self.cfg.capacity,
             sh,
             Int32(_LEADER),
             Ctl.CNT,
@@ -260,15 +286,11 @@ class ClusterTopK:
             for i in cutlass.range_constexpr(len(keys)):
                 mine = mine + cutlass.select_(keys[i] == thr, 1, 0)
             mine = Int32(cute.arch.warp_redux_sync(mine, "add"))
-            if lane == 0:
+            if cute.arch.lane_idx() == 0:
                 cute.arch.atomic_add(
                     remote(sh.ctl.iterator + Ctl.EQCNT, Int32(_LEADER)), mine, scope="cluster"
                 )
         cluster_sync()
-
-        # ---- the leader selects for the whole row
-        if rank == _LEADER:
-            self._finish(sh, win, out, values, paths, row, k, code, thr, lo, crowded)
 
     @cute.jit
     def _finish(self, sh, win, out, values, paths, row, k, code, thr, lo, crowded):

@@ -1,0 +1,90 @@
+"""ncu kernel durations at b = 1 for GVR (through ``gvr_dispatch.topk_decode``) and gvr_2
+(FlashInfer's ``top_k_varlen(backend="gvr_2", skip_check=True)``), on the same gaussian
+float32 rows, for every K and n of the decode grid (results:
+``benchmarks/results/h200/ncu_b1.log``)::
+
+    ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum \\
+        --csv python3 tools/ncu_b1.py > ncu_b1.csv
+    python3 tools/ncu_b1.py --report ncu_b1.csv
+
+Both providers are called (and, for GVR, compiled) before the profiled range; inside it
+each makes one call per cell, in the order printed by ``--plan``; every kernel the call
+launches is summed (gvr_2's cluster family launches one kernel, GVR one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+
+NS = (4096, 16384, 65536, 131072, 262144)
+KS = (512, 1024, 2048)
+
+
+def cells():
+    return [(n, k) for n in NS for k in KS]
+
+
+def run() -> None:
+    import gvr_dispatch as gvr
+    import torch
+    from flashinfer.topk_varlen.topk_varlen import top_k_varlen
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    calls = []
+    for n, k in cells():
+        x = torch.randn(1, n, device="cuda", generator=g)
+        kv = torch.full((1,), n, dtype=torch.int32, device="cuda")
+        out_g = torch.empty((1, k), dtype=torch.int32, device="cuda")
+        out_u = torch.empty((1, k), dtype=torch.int32, device="cuda")
+
+        def a(x=x, kv=kv, k=k, out=out_g):
+            gvr.topk_decode(x, kv, k, out=out, max_seq_len=x.shape[1])
+
+        def b(x=x, kv=kv, k=k, out=out_u):
+            top_k_varlen(x, kv, k, backend="gvr_2", skip_check=True, out_indices=out)
+
+        for f in (a, b, a, b):
+            f()
+        torch.cuda.synchronize()
+        want = torch.sort(torch.topk(x, k).values).values
+        for out in (out_g, out_u):
+            got = torch.sort(torch.gather(x, 1, out.long())).values
+            assert torch.equal(got, want), (n, k)
+        calls += [(f"gvr n={n} k={k}", a), (f"gvr2 n={n} k={k}", b)]
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for _name, f in calls:
+        torch.cuda._sleep(100)  # the delimiter between two calls' kernels
+        f()
+        torch.cuda.synchronize()
+    torch.cuda._sleep(100)
+    torch.cuda.profiler.stop()
+
+
+def report(path: str) -> None:
+    text = open(path).read()
+    start = text.index('"ID"')
+    rows = list(csv.DictReader(io.StringIO(text[start:])))
+    names = [f"{p} n={n} k={k}" for n, k in cells() for p in ("gvr", "gvr2")]
+    # One kernel per call for both providers (checked by the count).
+    durs = [float(r["Metric Value"]) for r in rows if r["Metric Name"] == "gpu__time_duration.sum"]
+    units = {r["Metric Unit"] for r in rows if r["Metric Name"] == "gpu__time_duration.sum"}
+    assert len(durs) == len(names), (len(durs), len(names))
+    scale = 1e-3 if units == {"nsecond"} else 1.0
+    print("ncu gpu__time_duration (us), b = 1, one launch per call")
+    for i in range(0, len(names), 2):
+        g, u = durs[i] * scale, durs[i + 1] * scale
+        kern = [r["Kernel Name"][:60] for r in rows if r["Metric Name"] == "gpu__time_duration.sum"]
+        print(
+            f"{names[i][4:]:>16}: GVR {g:6.2f}  gvr_2 {u:6.2f}  ratio {g / u:4.2f}  "
+            f"[{kern[i]} | {kern[i + 1]}]"
+        )
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--report", default=None)
+    args = ap.parse_args()
+    report(args.report) if args.report else run()
