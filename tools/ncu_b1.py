@@ -65,22 +65,38 @@ def run() -> None:
 
 def report(path: str) -> None:
     text = open(path).read()
-    start = text.index('"ID"')
-    rows = list(csv.DictReader(io.StringIO(text[start:])))
+    rows = list(csv.DictReader(io.StringIO(text[text.index('"ID"') :])))
+    rows = [r for r in rows if r["Metric Name"] == "gpu__time_duration.sum"]
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
     names = [f"{p} n={n} k={k}" for n, k in cells() for p in ("gvr", "gvr2")]
-    # One kernel per call for both providers (checked by the count).
-    durs = [float(r["Metric Value"]) for r in rows if r["Metric Name"] == "gpu__time_duration.sum"]
-    units = {r["Metric Unit"] for r in rows if r["Metric Name"] == "gpu__time_duration.sum"}
-    assert len(durs) == len(names), (len(durs), len(names))
-    scale = 1e-3 if units == {"nsecond"} else 1.0
-    print("ncu gpu__time_duration (us), b = 1, one launch per call")
+    # The delimiter kernels split the launches into calls; every kernel of a call is summed.
+    groups, cur = [], None
+    for r in rows:
+        if "spin_kernel" in r["Kernel Name"]:
+            if cur is not None:
+                groups.append(cur)
+            cur = []
+        elif cur is not None:
+            us = float(r["Metric Value"].replace(",", "")) * scale[r["Metric Unit"]]
+            cur.append((_short(r["Kernel Name"]), us))
+    assert len(groups) == len(names), (len(groups), len(names))
+    print("ncu gpu__time_duration (us), b = 1, every kernel of one call summed")
     for i in range(0, len(names), 2):
-        g, u = durs[i] * scale, durs[i + 1] * scale
-        kern = [r["Kernel Name"][:60] for r in rows if r["Metric Name"] == "gpu__time_duration.sum"]
-        print(
-            f"{names[i][4:]:>16}: GVR {g:6.2f}  gvr_2 {u:6.2f}  ratio {g / u:4.2f}  "
-            f"[{kern[i]} | {kern[i + 1]}]"
+        g = sum(d for _, d in groups[i])
+        u = sum(d for _, d in groups[i + 1])
+        kinds = (
+            " + ".join(k for k, _ in groups[i]) + " | " + " + ".join(k for k, _ in groups[i + 1])
         )
+        print(f"{names[i][4:]:>16}: GVR {g:6.2f}  gvr_2 {u:6.2f}  ratio {g / u:4.2f}  [{kinds}]")
+
+
+def _short(name: str) -> str:
+    """A kernel's family from its mangled name."""
+    for key in ("Streaming", "Register", "Cluster", "GvrTopk"):
+        at = name.find(key)
+        if at >= 0:
+            return name[at : at + 28].split("_")[0]
+    return name[:28]
 
 
 if __name__ == "__main__":
