@@ -45,6 +45,13 @@ shared atomic per held key where the sampled path stages only the few thousand a
 rung, so the barriers it saves do not pay; with eight vectors a thread at 64 registers it
 also spills. Those shapes keep the sampled path (``bracket=False``).
 
+The cluster-register family (``gvr_kernels.cluster``: one thread-block cluster per row, the
+row in the registers of its CTAs, the sample and the survivors through DSMEM) serves float32
+envelopes of 16,385-65,536 while the launch's CTAs take at most half the SMs
+(:func:`_cluster_core`, measured with ``tools/tune_cluster.py``, table ``tune_cluster.log``):
+at b = 1, n = 65,536, 11.0 / 12.8 / 15.7 us against 14.1 / 14.1 / 16.4 us for the split row
+(K = 512 / 1024 / 2048); past half the SMs, or at 131,072, the split row is as fast or faster.
+
 bfloat16 and float16 logits (``dtype``) run on the streaming family's 16-bit configurations
 (16-byte vectors of 8 scores, 16-bit keys, two scores per compare): the same cores with four
 vectors per thread per tile on the 512-thread core (rows > SMs: b = 512, n = 262,144 bf16
