@@ -162,3 +162,71 @@ def test_pipeline_rejects_bad_configs(sample):
         DSADecodePipeline(sample, DecodeConfig(k=2048, compress_ratio=4))
     with pytest.raises(ValueError, match="weights"):
         DSADecodePipeline(sample, DecodeConfig(k=64, weights="learned"))
+
+
+# ---------------------------------------------------------------- block maxima (producer)
+def test_block_maxima_match_the_reference_producer_and_hold_the_contract():
+    from gvr_integration.indexer import BLOCK, block_maxima
+    from gvr_reference.blockskip import block_maxima as ref_maxima
+    from gvr_reference.blockskip import contract_violations
+
+    g = torch.Generator().manual_seed(5)
+    for width in (1, 31, 32, 33, 1000, 4096):
+        for block in (1, 8, BLOCK, 64):
+            x = torch.randn(3, width, generator=g)
+            x[0, :: max(1, width // 3)] = float("inf")
+            x[1, width // 2] = float("nan")
+            x[2, : width // 2] = float("-inf")
+            x[2, -1] = -0.0
+            got = block_maxima(x, block)
+            want = ref_maxima(x.numpy(), block)
+            assert got.shape == (3, -(-width // block))
+            np.testing.assert_array_equal(got.numpy(), want)  # NaN positions equal too
+            assert contract_violations(x.numpy(), got.numpy(), block).size == 0
+
+
+def test_block_maxima_on_strided_scores_and_into_a_buffer():
+    from gvr_integration.indexer import block_maxima
+
+    arena = torch.randn(4, 130)
+    view = arena[:, :100]  # row stride 130
+    buf = torch.empty(4, 4)
+    assert block_maxima(view, 32, out=buf) is buf
+    want = torch.stack([view[:, i : i + 32].amax(dim=1) for i in range(0, 100, 32)], dim=1)
+    assert torch.equal(buf, want)
+
+
+@pytest.mark.parametrize(
+    "kwargs, err, match",
+    [
+        (dict(scores=torch.zeros(2, 8, dtype=torch.float64)), TypeError, "float32"),
+        (dict(scores=torch.zeros(8)), ValueError, "2-D"),
+        (dict(scores=torch.zeros(2, 8), block=3), ValueError, "block"),
+        (dict(scores=torch.zeros(2, 8), block=True), ValueError, "block"),
+        (dict(scores=torch.zeros(2, 8), out=torch.zeros(2, 2)), ValueError, "block_max"),
+        (
+            dict(scores=torch.zeros(2, 64), out=torch.zeros(2, 4, 2)[:, :, 0]),
+            ValueError,
+            "block_max",
+        ),
+    ],
+)
+def test_block_maxima_rejects_bad_input(kwargs, err, match):
+    from gvr_integration.indexer import block_maxima
+
+    scores = kwargs.pop("scores")
+    with pytest.raises(err, match=match):
+        block_maxima(scores, **kwargs)
+
+
+def test_indexer_writes_block_maxima_after_the_length_mask():
+    g = torch.Generator().manual_seed(9)
+    q = torch.randn(2, 3, 8, generator=g)
+    w = torch.randn(2, 3, generator=g)
+    k = torch.randn(70, 8, generator=g)
+    bm = torch.empty(2, 3)
+    scores = lightning_indexer(q, w, k, torch.tensor([70, 20]), block_max=bm)
+    from gvr_integration.indexer import block_maxima
+
+    assert torch.equal(bm, block_maxima(scores))
+    assert torch.isinf(bm[1, 1:]).all() and bm[1, 1:].lt(0).all()  # blocks past row 1's length

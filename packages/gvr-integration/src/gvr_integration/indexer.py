@@ -6,13 +6,22 @@ DeepSeek-V3.2's indexer scores every cached key ``s`` for query token ``t``:
 
 (the paper's equation 1). Here it is plain torch in float32 on the tensors' device; positions
 at or past a row's length get ``-inf``, as the reference model masks them before its top-K.
+
+The indexer can also write the maximum of every block of ``block`` columns beside the scores
+(:func:`block_maxima`, ``lightning_indexer(..., block_max=)``): the producer side of
+block-skip, whose contract (each bound at least every score of its block, NaN above ``+inf``)
+is ``gvr_reference.blockskip``'s; block size 32 as TensorRT-LLM's draft block-skip
+(PR #18122).
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["lightning_indexer", "decode_row_lengths"]
+__all__ = ["lightning_indexer", "decode_row_lengths", "block_maxima", "BLOCK"]
+
+#: Columns per block of the block maxima (``gvr_reference.blockskip.BLOCK``).
+BLOCK = 32
 
 
 def decode_row_lengths(
@@ -53,6 +62,8 @@ def lightning_indexer(
     lengths: torch.Tensor | None = None,
     *,
     out: torch.Tensor | None = None,
+    block_max: torch.Tensor | None = None,
+    block: int = BLOCK,
 ) -> torch.Tensor:
     """Indexer scores of ``T`` query rows against ``S`` cached keys.
 
@@ -62,12 +73,15 @@ def lightning_indexer(
         keys: float32 ``[S, d]`` cached indexer keys (one key head shared by all query heads).
         lengths: optional int ``[T]``: row ``t`` is ``-inf`` from column ``lengths[t]`` on.
         out: optional float32 ``[T, S]`` buffer to write into (any row stride).
+        block_max: optional float32 ``[T, ceil(S / block)]`` buffer: also write each block's
+            largest score there (:func:`block_maxima`, after the length mask).
+        block: columns per block of ``block_max`` (a power of two).
 
     Returns:
         float32 ``[T, S]`` scores (``out`` when given).
 
     Raises:
-        ValueError: shapes that do not fit together.
+        ValueError: shapes that do not fit together, or a bad ``block`` / ``block_max``.
     """
     t, h, d = q.shape
     if weights.shape != (t, h) or keys.dim() != 2 or keys.shape[1] != d:
@@ -80,7 +94,61 @@ def lightning_indexer(
     if lengths is not None:
         col = torch.arange(keys.shape[0], device=keys.device)
         scores.masked_fill_(col.unsqueeze(0) >= lengths.unsqueeze(1), float("-inf"))
+    if block_max is not None:
+        block_maxima(scores, block, out=block_max)
     if out is None:
         return scores
     out.copy_(scores)
     return out
+
+
+def block_maxima(
+    scores: torch.Tensor, block: int = BLOCK, *, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The largest score of every block of ``block`` consecutive columns of each row: the
+    bounds block-skip reads (``gvr_reference.blockskip``: an entry must be at least every
+    score of its block in order-key terms). A block holding a NaN gets NaN (``torch.amax``
+    propagates it, and NaN ranks above ``+inf``); the columns past the width count as
+    ``-inf``; ``-0.0`` and ``+0.0`` are equal keys, so either is a valid bound for the other.
+
+    Args:
+        scores: float32 ``[T, S]`` (any row stride; unit column stride not required).
+        block: columns per block, a power of two ``>= 1``.
+        out: optional float32 ``[T, ceil(S / block)]`` contiguous buffer to write into.
+
+    Returns:
+        float32 ``[T, ceil(S / block)]`` on ``scores``' device (``out`` when given).
+
+    Raises:
+        TypeError: ``scores`` is not a float32 tensor.
+        ValueError: ``scores`` is not 2-D, ``block`` is not a power of two, or ``out`` has
+            the wrong shape, dtype or device.
+    """
+    if not isinstance(scores, torch.Tensor) or scores.dtype != torch.float32:
+        raise TypeError(f"scores must be a float32 tensor, got {getattr(scores, 'dtype', scores)}")
+    if scores.dim() != 2:
+        raise ValueError(f"scores must be 2-D [T, S], got shape {tuple(scores.shape)}")
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1 or block & (block - 1):
+        raise ValueError(f"block must be a power of two >= 1, got {block!r}")
+    t, s = scores.shape
+    nb = -(-s // block)
+    if out is not None and (
+        out.dtype != torch.float32
+        or tuple(out.shape) != (t, nb)
+        or out.device != scores.device
+        or not out.is_contiguous()
+    ):
+        raise ValueError(
+            f"block_max must be a contiguous float32 [{t}, {nb}] tensor on {scores.device}, "
+            f"got {out.dtype} {tuple(out.shape)} on {out.device}"
+        )
+    whole = (s // block) * block
+    res = (
+        out if out is not None else torch.empty((t, nb), dtype=torch.float32, device=scores.device)
+    )
+    if whole:
+        blocks = scores[:, :whole].reshape(t, whole // block, block)
+        res[:, : whole // block].copy_(torch.amax(blocks, dim=2))
+    if whole < s:
+        res[:, nb - 1] = torch.amax(scores[:, whole:], dim=1)
+    return res

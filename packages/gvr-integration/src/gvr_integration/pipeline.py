@@ -202,9 +202,18 @@ class DSADecodePipeline:
         sel = torch.from_numpy(index).to(self.device)
         return StepInputs(positions, self.q[sel], self.head_weights[sel], kv, lengths)
 
-    def scores(self, inp: StepInputs, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Lightning-indexer scores ``[rows, width]``, ``-inf`` past each row's length."""
-        return lightning_indexer(inp.q, inp.weights, self.keys, inp.lengths, out=out)
+    def scores(
+        self,
+        inp: StepInputs,
+        out: torch.Tensor | None = None,
+        block_max: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Lightning-indexer scores ``[rows, width]``, ``-inf`` past each row's length;
+        with ``block_max`` (float32 ``[rows, ceil(width / 32)]``) also the maximum of every
+        block of 32 columns (``gvr_integration.indexer.block_maxima``)."""
+        return lightning_indexer(
+            inp.q, inp.weights, self.keys, inp.lengths, out=out, block_max=block_max
+        )
 
     def select(self, logits: torch.Tensor, kv_lens: torch.Tensor) -> torch.Tensor:
         """GVR top-K of the step (eager :func:`gvr_integration.ops.topk_decode`)."""
