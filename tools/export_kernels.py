@@ -83,6 +83,7 @@ def cluster_configs() -> list:
                 replace(base, mode="prefill", with_values=True),
                 replace(base, mode="prefill", with_values=True, deterministic=True),
                 replace(base, mode="full"),
+                replace(base, mode="prefill", record_paths=True),
             ]
         for cfg in variants:
             out[cfg] = None

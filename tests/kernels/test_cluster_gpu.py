@@ -217,6 +217,32 @@ def test_forced_paths_match_the_model(kp, shape):
     ROWS_CHECKED["n"] += b
 
 
+@pytest.mark.parametrize("shape", ROUTED, ids=ids(ROUTED))
+def test_prefill_paths_match_the_model(kp, shape):
+    """Prefill windows starting at 1, 2 and 3 modulo 4 (the lead lanes of vector 0 and the tail owned
+    by position): the recorded path of every row equals the CPU model's (lead included)."""
+    from gvr_reference.cluster_model import simulate_windows
+
+    cap = cap_of(shape)
+    params = config(*shape).params
+    for k in (512, 2048):
+        batch = make_prefill_batch(
+            rng(9, k, *shape), rows=64, k=k, width=cap + 9,
+            row_stride=helpers.padded_stride(cap + 9), family="dsa_like", misaligned=True,
+        )  # fmt: skip
+        logits = helpers.to_device(batch)[1]
+        s = torch.from_numpy(batch.row_starts).cuda()
+        e = torch.from_numpy(batch.row_ends).cuda()
+        out, _, paths, _ = launch(kp, config(*shape), "prefill", logits, s, e, k, paths=True)
+        check(batch, out)
+        lengths = batch.row_ends - batch.row_starts
+        traces = simulate_windows(batch.logits, batch.row_starts, lengths, k, params)
+        want = np.array([int(t.path) for t in traces])
+        got = paths.cpu().numpy()
+        assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
+        assert {1, 2, 3} <= {int(v) for v in batch.row_starts % 4}
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=ids(SHAPES))
 def test_paths_on_value_families(kp, shape):
     """The recorded path of every row of every value family equals the CPU model's."""

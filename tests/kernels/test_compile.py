@@ -74,6 +74,10 @@ def test_invalid_configs_are_rejected():
         ClusterConfig(threads=256)
     with pytest.raises(ValueError, match="capacity"):
         ClusterConfig(threads=512, capacity=100)
+    with pytest.raises(ValueError, match="capacity"):
+        ClusterConfig(threads=512, capacity=1024)  # below the largest K
+    with pytest.raises(ValueError, match="capacity"):
+        RegisterConfig(threads=512, capacity=1024)
 
     with pytest.raises(ValueError, match="vecs"):
         RegisterConfig(vecs=9)

@@ -39,8 +39,9 @@ class ClusterConfig:
         vecs: 16-byte vectors each thread holds (1 to 8); a row of up to
             ``4 * cluster * threads * vecs`` scores fits.
         aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
-        capacity: the leader CTA's staging entries (order key and position, 8 bytes each);
-            more survivors than this take the whole-row selection.
+        capacity: the leader CTA's staging entries (order key and position, 8 bytes each),
+            at least 2048 (the largest K); more survivors than this take the whole-row
+            selection.
         with_values: also write the fp32 values of the selection (``-FLT_MAX`` beside ``-1``).
         deterministic: the K-th value's tie class yields its smallest indices.
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
@@ -80,9 +81,12 @@ class ClusterConfig:
             raise ValueError(f"threads must be 512 or 1024, got {self.threads}")
         if not 1 <= self.vecs <= 8:
             raise ValueError(f"vecs must be in [1, 8], got {self.vecs}")
-        if self.capacity < self.threads or self.capacity % 4:
+        if self.capacity < max(self.threads, self.max_k) or self.capacity % 4:
+            # At least max_k: an overflowing staging (more than capacity keys at or above
+            # the rung) must mean at least k of them, which its fallback relies on.
             raise ValueError(
-                f"capacity must be a multiple of 4 and >= threads, got {self.capacity}"
+                f"capacity must be a multiple of 4 and >= max(threads, {self.max_k}), "
+                f"got {self.capacity}"
             )
         _ = self.params  # validates cluster and aim_mult
 

@@ -77,7 +77,8 @@ class ClusterTopK:
     and ``parts`` are unused (the grid is ``cluster`` CTAs per row, one cluster each).
     Supported: as the streaming family (fp32, unit inner stride, row stride a multiple of 4,
     16-byte-aligned base), ``1 <= k <= 2048``, any row length (rows longer than
-    ``config.max_n`` are read from memory by the leader).
+    ``config.max_n`` are read from memory by the leader), at most 65,535 rows per launch (the
+    grid's second dimension; the router sends at most ``sm_count / 8`` rows here).
     """
 
     def __init__(self, config: ClusterConfig):

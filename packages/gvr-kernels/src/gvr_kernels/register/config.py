@@ -38,7 +38,8 @@ class RegisterConfig:
             ``4 * threads * vecs`` scores fits.
         aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
         capacity: staging entries (order key and position, 8 bytes each in shared memory) for
-            the keys at or above the rung; more of them select from the registers instead.
+            the keys at or above the rung, at least 2048 (the largest K); more of them select
+            from the registers instead.
         resident: CTAs per SM the register budget is built for (``min_blocks_per_mp``).
         bracket: rows take the bracket histogram path (``gvr_reference.register_model``,
             steps 1-2) where it applies; False: every row takes the sampled path (for the
@@ -86,9 +87,12 @@ class RegisterConfig:
             raise ValueError(
                 f"resident must be in [1, {2048 // self.threads}], got {self.resident}"
             )
-        if self.capacity < self.threads or self.capacity % 4:
+        if self.capacity < max(self.threads, self.max_k) or self.capacity % 4:
+            # At least max_k: an overflowing staging (more than capacity keys at or above
+            # the rung) must mean at least k of them, which its fallback relies on.
             raise ValueError(
-                f"capacity must be a multiple of 4 and >= threads, got {self.capacity}"
+                f"capacity must be a multiple of 4 and >= max(threads, {self.max_k}), "
+                f"got {self.capacity}"
             )
         _ = self.params  # validates aim_mult
 
