@@ -219,8 +219,8 @@ def test_forced_paths_match_the_model(kp, shape):
 
 @pytest.mark.parametrize("shape", ROUTED, ids=ids(ROUTED))
 def test_prefill_paths_match_the_model(kp, shape):
-    """Prefill windows starting at 1, 2 and 3 modulo 4 (the lead lanes of vector 0 and the tail owned
-    by position): the recorded path of every row equals the CPU model's (lead included)."""
+    """Prefill windows starting at 1, 2 and 3 modulo 4 (the lead lanes of vector 0 and the
+    tail owned by position): the recorded path of every row equals the CPU model's."""
     from gvr_reference.cluster_model import simulate_windows
 
     cap = cap_of(shape)
