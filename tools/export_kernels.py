@@ -90,6 +90,22 @@ def cluster_configs() -> list:
     return list(out)
 
 
+def export_all(configs, out: str, arch: str = "sm_90a", jobs: int = 2, log: bool = False):
+    """Export ``configs`` into ``out`` (``jobs`` processes) and write its manifest; returns
+    ``out``. The tune tools call this before CUDA is initialised (the pool forks)."""
+    import json
+    from pathlib import Path
+
+    manifest = {}
+    with ProcessPoolExecutor(jobs) as pool:
+        for cfg, name, dt in pool.map(_one, [(c, out, arch) for c in configs]):
+            manifest[cfg.name] = manifest_entry(cfg, name, arch)
+            if log:
+                print(f"{dt:5.1f}s {cfg.name}", flush=True)
+    Path(out, MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -105,16 +121,8 @@ def main() -> None:
     if args.set == "device-tests":
         bases = {replace(c, mode="decode", with_values=False, deterministic=False) for c in configs}
         configs += [replace(c, record_paths=True) for c in bases]
-    import json
-    from pathlib import Path
-
-    manifest = {}
-    with ProcessPoolExecutor(args.jobs) as pool:
-        for cfg, name, dt in pool.map(_one, [(c, args.out, args.arch) for c in configs]):
-            manifest[cfg.name] = manifest_entry(cfg, name, args.arch)
-            print(f"{dt:5.1f}s {cfg.name}", flush=True)
-    Path(args.out, MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    print(f"exported {len(manifest)} kernels to {args.out}")
+    export_all(configs, args.out, args.arch, args.jobs, log=True)
+    print(f"exported {len(dict.fromkeys(configs))} kernels to {args.out}")
 
 
 if __name__ == "__main__":

@@ -67,13 +67,13 @@ class StampedClusterTopK(ClusterTopK):
         nvec = (lead + n) >> 2
         win = Window(base, lead, nvec, cutlass.max(nvec * 4 - lead, Int32(0)), n)
         _stamp(paths, 0)
-        keys, positions, top, sample_key = self._load(sh, win, rank)
+        regs, top, sample_key = self._load(sh, win, rank)
         self._exchange(sh, rank, top, sample_key)
         _stamp(paths, 1)
         code, thr, crowded = self._rung(sh, win, k)
         _stamp(paths, 2)
         lo = thr + Uint32(crowded)
-        elems = [(keys[i], positions[i], keys[i] >= lo) for i in range(len(keys))]
+        elems = [(key, regs.pos(i, cfg.threads), key >= lo) for i, key in enumerate(regs.keys)]
         gather_selected(cfg.capacity, sh, Int32(0), Ctl.CNT, elems)
         _stamp(paths, 3)
         cluster_sync()

@@ -12,10 +12,8 @@ short bf16 matmul warm-up. The answers are not checked here (the device suites d
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 SHAPES = {4096: [(512, 2, 1)], 8192: [(512, 4, 1), (512, 4, 2)], 16384: [(1024, 4, 1)]}
@@ -29,14 +27,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 def build(cfgs) -> str:
     import export_kernels as ek
-    from gvr_kernels.aot import MANIFEST, manifest_entry
 
-    man = {}
-    with ProcessPoolExecutor(12) as pool:
-        for cfg, name, _dt in pool.map(ek._one, [(c, OUT, "sm_90a") for c in cfgs]):
-            man[cfg.name] = manifest_entry(cfg, name, "sm_90a")
-    Path(OUT, MANIFEST).write_text(json.dumps(man))
-    return OUT
+    return ek.export_all(cfgs, OUT, jobs=12)
 
 
 def main() -> None:

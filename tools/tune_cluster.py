@@ -13,10 +13,8 @@ values equal ``torch.topk``'s as multisets).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 #: (cluster, threads, vecs) shapes tried per row length.
@@ -35,14 +33,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 def build(cfgs) -> str:
     import export_kernels as ek
-    from gvr_kernels.aot import MANIFEST, manifest_entry
 
-    man = {}
-    with ProcessPoolExecutor(15) as pool:
-        for cfg, name, _dt in pool.map(ek._one, [(c, OUT, "sm_90a") for c in cfgs]):
-            man[cfg.name] = manifest_entry(cfg, name, "sm_90a")
-    Path(OUT, MANIFEST).write_text(json.dumps(man))
-    return OUT
+    return ek.export_all(cfgs, OUT, jobs=15)
 
 
 def baseline_route(spec, rows, n, k):

@@ -36,17 +36,19 @@ from __future__ import annotations
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, Int64, Uint32, const_expr
+from cutlass import Int32, Int64, Uint32
 from gvr_reference.model import Path
 from gvr_reference.register_model import register_plan
 
 from ..device import shared
 from ..device.cluster import cluster_sync, gather_selected, remote, store_remote
 from ..device.keys import KEY_MAX, order_key
-from ..device.layout import Ctl, EmitArgs, Goal, Rank, Source, Window
+from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
 from ..device.memory import load_scalar, load_vec4
 from ..device.ops import DEVICE_OPS
+from ..device.sampling import thread_sample_key
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
+from ..device.shared import ctl_u32, record_path
 from ..device.window import row_window, write_short_row
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, ClusterConfig
 
@@ -56,11 +58,6 @@ __all__ = ["ClusterTopK", "allocate_shared"]
 _SVALID = Ctl.TOTAL
 #: The leader CTA of a row's cluster.
 _LEADER = 0
-
-
-def _u32(ctl, word: int):
-    """A control word's Uint32 view (for unsigned atomics)."""
-    return cute.recast_ptr(ctl.iterator + word, dtype=Uint32)
 
 
 @cute.jit
@@ -165,20 +162,20 @@ class ClusterTopK:
 
     @cute.jit
     def _held_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32):
-        keys, positions, top, sample_key = self._load(sh, win, rank)
+        regs, top, sample_key = self._load(sh, win, rank)
         self._exchange(sh, rank, top, sample_key)
         code, thr, crowded = self._rung(sh, win, k)
         lo = thr + Uint32(crowded)
-        self._gather(sh, keys, positions, thr, lo, crowded)
+        self._gather(sh, regs, thr, lo, crowded)
         if rank == _LEADER:
             self._finish(sh, win, out, values, paths, row, k, code, thr, lo, crowded)
 
     @cute.jit
     def _load(self, sh, win, rank: Int32):
         """Load this CTA's chunk (and, on the last CTA, the tail), zero the control words and
-        arrive at the cluster barrier while the loads are in flight; returns the keys (0
-        outside the window), their window positions, the warp's largest key and this
-        thread's sample key."""
+        arrive at the cluster barrier while the loads are in flight; returns the held keys (a
+        :class:`~..device.layout.RegisterRow`: 0 outside the window), the warp's largest key
+        and this thread's sample key."""
         cfg = self.cfg
         threads = cfg.threads
         tid, _, _ = cute.arch.thread_idx()
@@ -205,18 +202,11 @@ class ClusterTopK:
                 ok = v_ok & (p0 + (j * 4 * threads + q) >= 0)
                 keys.append(Uint32(cutlass.select_(ok, order_key(raw[j][q]), Uint32(0))))
         keys.append(Uint32(cutlass.select_(tail_ok, order_key(tail_bits), Uint32(0))))
-        positions = [p0 + ((i // 4) * 4 * threads + i % 4) for i in range(4 * cfg.vecs)]
-        positions.append(t_pos)
         top = keys[0]
         for i in cutlass.range_constexpr(1, len(keys)):
             top = cutlass.max(top, keys[i])
         top = Uint32(cute.arch.warp_redux_sync(top, "umax"))
-        sample_key = Uint32(0)
-        for j in cutlass.range_constexpr(cfg.vecs):
-            for q in cutlass.range_constexpr(4):
-                pick = (tid % cfg.vecs == j) & ((tid // cfg.vecs) % 4 == q)
-                sample_key = Uint32(cutlass.select_(pick, keys[j * 4 + q], sample_key))
-        return keys, positions, top, sample_key
+        return RegisterRow(keys, p0, t_pos), top, thread_sample_key(cfg.vecs, keys)
 
     @cute.jit
     def _exchange(self, sh, rank: Int32, top: Uint32, sample_key: Uint32):
@@ -236,7 +226,7 @@ class ClusterTopK:
                     remote(sh.ctl.iterator + _SVALID, Int32(d)), n_valid, scope="cluster"
                 )
             cute.arch.atomic_max(
-                remote(_u32(sh.ctl, Ctl.MAXKEY), Int32(_LEADER)), top, scope="cluster"
+                remote(ctl_u32(sh.ctl, Ctl.MAXKEY), Int32(_LEADER)), top, scope="cluster"
             )
         cluster_sync()
 
@@ -271,7 +261,7 @@ class ClusterTopK:
         return code, thr, crowded
 
     @cute.jit
-    def _gather(self, sh, keys, positions, thr: Uint32, lo: Uint32, crowded: Int32):
+    def _gather(self, sh, regs, thr: Uint32, lo: Uint32, crowded: Int32):
         """Every key ``>= lo`` with its position to the leader's staging (a crowded rung:
         the keys equal to ``thr`` counted into the leader's ``EQCNT``); ends with a cluster
         barrier, after which the leader holds every survivor of the row."""
@@ -280,8 +270,9 @@ class ClusterTopK:
             sh,
             Int32(_LEADER),
             Ctl.CNT,
-            [(keys[i], positions[i], keys[i] >= lo) for i in range(len(keys))],
+            [(key, regs.pos(i, self.cfg.threads), key >= lo) for i, key in enumerate(regs.keys)],
         )
+        keys = regs.keys
         if crowded == 1:
             mine = Int32(0)
             for i in cutlass.range_constexpr(len(keys)):
@@ -330,7 +321,4 @@ class ClusterTopK:
 
     @cute.jit
     def _record(self, paths, row: Int32, code: Int32):
-        if const_expr(self.cfg.record_paths):
-            tid, _, _ = cute.arch.thread_idx()
-            if tid == 0:
-                paths[row] = code
+        record_path(self.cfg, paths, row, code)

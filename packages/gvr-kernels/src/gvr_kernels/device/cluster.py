@@ -14,10 +14,9 @@ from cutlass import Int32, Uint32
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import dsl_user_op
 
-from . import warp
-from .staging import selection_masks
+from .staging import selection_masks, warp_slots
 
-__all__ = ["remote", "store_remote", "cluster_sync", "remote_warp_slots", "gather_selected"]
+__all__ = ["remote", "store_remote", "cluster_sync", "gather_selected"]
 
 
 @cute.jit
@@ -56,19 +55,6 @@ def cluster_sync():
 
 
 @cute.jit
-def remote_warp_slots(cursor, cnt: Int32) -> Int32:
-    """As ``staging.warp_slots`` on a counter in another CTA's shared memory (``cursor``: a
-    DSMEM pointer): one cluster-scope atomic per warp, lanes in order."""
-    lane = cute.arch.lane_idx()
-    incl = warp.inclusive_sum(cnt)
-    total = warp.broadcast(incl, Int32(31))
-    slot0 = Int32(0)
-    if lane == 31:
-        slot0 = cute.arch.atomic_add(cursor, total, scope="cluster")
-    return warp.broadcast(slot0, Int32(31)) + incl - cnt
-
-
-@cute.jit
 def gather_selected(capacity: cutlass.Constexpr, sh, leader: Int32, cnt_word: int, elems):
     """Append a per-thread list of ``(key, pos, selected)`` to CTA ``leader``'s staging
     (``sh.stage_bits`` / ``sh.stage_idx`` at the same offsets there), counting them in its
@@ -77,7 +63,7 @@ def gather_selected(capacity: cutlass.Constexpr, sh, leader: Int32, cnt_word: in
     exceeds the capacity and the leader never reads the staging)."""
     masks, cnt, anyone = selection_masks([e[2] for e in elems])
     if cute.arch.vote_any_sync(anyone != Uint32(0)):
-        slot = remote_warp_slots(remote(sh.ctl.iterator + cnt_word, leader), cnt)
+        slot = warp_slots(remote(sh.ctl.iterator + cnt_word, leader), cnt, scope="cluster")
         fits = slot + cnt <= capacity
         for w in cutlass.range_constexpr(len(masks)):
             masks[w] = Uint32(cutlass.select_(fits, masks[w], Uint32(0)))

@@ -15,7 +15,7 @@ from gvr_reference.ladder import sample_vector
 from .keys import F32, order_key, vector_bits
 from .memory import load_vec4
 
-__all__ = ["load_sample"]
+__all__ = ["load_sample", "thread_sample_key"]
 
 
 @cute.jit
@@ -52,3 +52,18 @@ def load_sample(
                 key = order_key(bits[q], fmt)
                 key = cutlass.select_(v * vec + q >= lead, key, Uint32(0))
                 sample[t * vec + q] = key
+
+
+@cute.jit
+def thread_sample_key(vecs: cutlass.Constexpr, keys) -> Uint32:
+    """The sample key of a thread holding ``keys`` (``4 * vecs`` vector slots first, as a
+    :class:`~.layout.RegisterRow`): slot ``(j, q)`` with ``j = tid % vecs`` and
+    ``q = (tid // vecs) % 4``, a sample spread over every vector the CTA holds
+    (``gvr_reference.register_model.thread_sample``)."""
+    tid, _, _ = cute.arch.thread_idx()
+    sample_key = Uint32(0)
+    for j in cutlass.range_constexpr(vecs):
+        for q in cutlass.range_constexpr(4):
+            pick = (tid % vecs == j) & ((tid // vecs) % 4 == q)
+            sample_key = Uint32(cutlass.select_(pick, keys[j * 4 + q], sample_key))
+    return sample_key

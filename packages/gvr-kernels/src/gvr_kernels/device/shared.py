@@ -8,7 +8,7 @@ from cutlass import Int32, Uint32
 
 from .layout import shared_arrays
 
-__all__ = ["allocate_shared", "shared_usage"]
+__all__ = ["allocate_shared", "shared_usage", "ctl_u32", "record_path"]
 
 _DTYPES = {"i32": Int32, "u32": Uint32}
 
@@ -36,3 +36,18 @@ def allocate_shared(layout: cutlass.Constexpr, align: cutlass.Constexpr):
 def shared_usage(allocator) -> Int32:
     """Bytes of shared memory the allocator handed out (a compile-time constant)."""
     return allocator.calculate_total_usage()
+
+
+def ctl_u32(ctl, word: int):
+    """Control word ``word``'s Uint32 view (for unsigned atomics on ``ctl``)."""
+    return cute.recast_ptr(ctl.iterator + word, dtype=Uint32)
+
+
+@cute.jit
+def record_path(cfg: cutlass.Constexpr, paths, row: Int32, code: Int32):
+    """Thread 0 writes the row's path code (``gvr_reference.model.Path``) to ``paths[row]``
+    when the configuration records paths (``cfg.record_paths``); nothing otherwise."""
+    if cutlass.const_expr(cfg.record_paths):
+        tid, _, _ = cute.arch.thread_idx()
+        if tid == 0:
+            paths[row] = code

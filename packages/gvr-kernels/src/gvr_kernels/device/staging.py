@@ -83,14 +83,15 @@ def selection_masks(flags):
 
 
 @cute.jit
-def warp_slots(cursor, cnt: Int32) -> Int32:
+def warp_slots(cursor, cnt: Int32, scope: cutlass.Constexpr = None) -> Int32:
     """This lane's first slot of ``cnt`` consecutive ones taken from the shared counter at
     ``cursor`` by the whole warp (called by all 32 lanes): one atomic per warp, lanes in
-    order."""
+    order. ``scope="cluster"`` for a counter in another CTA's shared memory (a DSMEM
+    pointer)."""
     lane = cute.arch.lane_idx()
     incl = warp.inclusive_sum(cnt)
     total = warp.broadcast(incl, Int32(31))
     slot0 = Int32(0)
     if lane == 31:
-        slot0 = cute.arch.atomic_add(cursor, total)
+        slot0 = cute.arch.atomic_add(cursor, total, scope=scope)
     return warp.broadcast(slot0, Int32(31)) + incl - cnt

@@ -51,6 +51,7 @@ from ..device.keys import KEY_MAX, order_key
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
 from ..device.memory import load_scalar, load_vec4
 from ..device.ops import DEVICE_OPS, umax, umin
+from ..device.sampling import thread_sample_key
 from ..device.select import (
     emit_rule,
     narrow,
@@ -58,6 +59,7 @@ from ..device.select import (
     select_and_emit,
     write_slot,
 )
+from ..device.shared import ctl_u32, record_path
 from ..device.staging import stage_selected, warp_slots
 from ..device.window import row_window, write_short_row
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, RegisterConfig
@@ -72,11 +74,6 @@ _SVALID = Ctl.TOTAL
 def _binned(key: Uint32, lo_key: Uint32, vlo: Uint32, scale: Uint32):
     """Whether ``key`` is at or above the bracket's low key, and its bin."""
     return key >= lo_key, bracket_bin(key, vlo, scale, HIST_BINS)
-
-
-def _u32(ctl, word: int):
-    """A control word's Uint32 view (for unsigned atomics)."""
-    return cute.recast_ptr(ctl.iterator + word, dtype=Uint32)
 
 
 @cute.jit
@@ -225,12 +222,7 @@ class RegisterTopK:
                 Uint32(cutlass.select_(tid < nvec, top, Uint32(KEY_MAX))), "umin"
             ))  # fmt: skip
         top = Uint32(cute.arch.warp_redux_sync(top, "umax"))
-        # The sample slot of this thread: vector j = tid % vecs, lane q = (tid // vecs) % 4.
-        sample_key = Uint32(0)
-        for j in cutlass.range_constexpr(cfg.vecs):
-            for q in cutlass.range_constexpr(4):
-                pick = (tid % cfg.vecs == j) & ((tid // cfg.vecs) % 4 == q)
-                sample_key = Uint32(cutlass.select_(pick, keys[j * 4 + q], sample_key))
+        sample_key = thread_sample_key(cfg.vecs, keys)
         sh.sample[tid] = sample_key
         valid = sample_key != Uint32(0)
         n_valid = Int32(cute.arch.popc(cute.arch.vote_ballot_sync(valid)))
@@ -241,11 +233,11 @@ class RegisterTopK:
             same = Int32(cute.arch.popc(cute.arch.match_sync(0xFFFFFFFF, sample_key, "any")))
             same = Int32(cute.arch.warp_redux_sync(cutlass.select_(valid, same, 0), "max"))
         if lane == 0:
-            cute.arch.atomic_max(_u32(sh.ctl, Ctl.MAXKEY), top)
+            cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.MAXKEY), top)
             cute.arch.atomic_add(sh.ctl.iterator + _SVALID, n_valid)
             if const_expr(cfg.bracket):
-                cute.arch.atomic_max(_u32(sh.ctl, Ctl.LOKEY), ~low)
-                cute.arch.atomic_max(_u32(sh.ctl, Ctl.TMAXMIN), ~tmin)
+                cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.LOKEY), ~low)
+                cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.TMAXMIN), ~tmin)
                 if same >= CROWD_MIN:
                     cute.arch.atomic_add(sh.ctl.iterator + Ctl.CROWD, Int32(1))
         cute.arch.barrier()
@@ -366,8 +358,8 @@ class RegisterTopK:
         cmin = Uint32(cute.arch.warp_redux_sync(cmin, "umin"))
         cmax = Uint32(cute.arch.warp_redux_sync(cmax, "umax"))
         if cute.arch.lane_idx() == 0:
-            cute.arch.atomic_max(_u32(sh.ctl, Ctl.CMIN), ~cmin)
-            cute.arch.atomic_max(_u32(sh.ctl, Ctl.CMAX), cmax)
+            cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.CMIN), ~cmin)
+            cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.CMAX), cmax)
 
     @cute.jit
     def _rank_bin(self, sh, ea, win, m: Int32, above: Int32, need: Int32):
@@ -466,7 +458,4 @@ class RegisterTopK:
 
     @cute.jit
     def _record(self, paths, row: Int32, code: Int32):
-        if const_expr(self.cfg.record_paths):
-            tid, _, _ = cute.arch.thread_idx()
-            if tid == 0:
-                paths[row] = code
+        record_path(self.cfg, paths, row, code)

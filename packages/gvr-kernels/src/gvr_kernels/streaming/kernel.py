@@ -67,6 +67,7 @@ from ..device.memory import load_coherent, load_score
 from ..device.ops import DEVICE_OPS
 from ..device.sampling import load_sample
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
+from ..device.shared import record_path
 from ..device.staging import stage_selected
 from ..device.tiles import load_tile, prefetch_vectors
 from ..device.window import row_window, write_short_row
@@ -353,10 +354,7 @@ class StreamingTopK:
 
     @cute.jit
     def _record(self, paths, row: Int32, code: Int32):
-        if const_expr(self.cfg.record_paths):
-            tid, _, _ = cute.arch.thread_idx()
-            if tid == 0:
-                paths[row] = code
+        record_path(self.cfg, paths, row, code)
 
     # ------------------------------------------------------------------ streaming pass
     @cute.jit
