@@ -47,8 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .keys import order_key
-from .model import Path, RowTrace, crowded_rung, rung_with_ties
-from .register_model import register_plan
+from .model import Path, RowTrace
+from .register_model import register_plan, sampled_trace, trace_windows
 
 __all__ = [
     "CLUSTER_SIZES",
@@ -145,30 +145,11 @@ def simulate_row(values: np.ndarray, k: int, p: ClusterParams, lead: int = 0) ->
     if plan.unsampled:
         path = Path.UNSAMPLED if n <= p.capacity else Path.RESCUE_OVERFLOW
         return RowTrace(path, n, t1=1, count1=n)
-    t1, _, ties = rung_with_ties(keys[pos], plan.j1, lo=1)
-    crowded = crowded_rung(t1, ties)
-    eq1 = int(np.count_nonzero(keys == t1)) if crowded else 0
-    count1 = int(np.count_nonzero(keys > t1 if crowded else keys >= t1))
-    if count1 > p.capacity:
-        path = Path.RESCUE_OVERFLOW
-    elif count1 >= k:
-        path = Path.FIRST
-    elif count1 + eq1 >= k:
-        path = Path.TIE
-    else:
-        path = Path.RESCUE_UNDERESTIMATE
-    return RowTrace(
-        path, n, t1=t1, count1=count1, sample_size=int(pos.size), j1=plan.j1, eq1=eq1,
-        crowded=crowded,
-    )  # fmt: skip
+    return sampled_trace(keys, pos, k, plan.j1, p.capacity)
 
 
 def simulate_windows(
     logits: np.ndarray, starts: np.ndarray, lengths: np.ndarray, k: int, p: ClusterParams
 ) -> list[RowTrace]:
     """:func:`simulate_row` for every row of a batch (windows as in ``gvr_reference.model``)."""
-    traces = []
-    for r in range(logits.shape[0]):
-        s, n = int(starts[r]), int(lengths[r])
-        traces.append(simulate_row(logits[r, s : s + n], k, p, lead=s & 3))
-    return traces
+    return trace_windows(simulate_row, logits, starts, lengths, k, p)

@@ -97,7 +97,9 @@ __all__ = [
     "RegisterPlan",
     "register_plan",
     "sample_positions",
+    "sampled_trace",
     "simulate_row",
+    "trace_windows",
     "simulate_windows",
 ]
 
@@ -350,11 +352,19 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
     plan = register_plan(n, k, int(pos.size), p.aim_mult)
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=1, count1=n)
-    t1, _, ties = rung_with_ties(keys[pos], plan.j1, lo=1)
+    return sampled_trace(keys, pos, k, plan.j1, p.capacity)
+
+
+def sampled_trace(keys: np.ndarray, pos: np.ndarray, k: int, j1: int, capacity: int) -> RowTrace:
+    """The path of a sampled row (steps 3b-3e) from its window keys (uint32 ``[n]``), the
+    valid sample positions and the rung's sample rank: the rung, the keys staged at or above
+    it (above it on a crowded rung, whose ties are counted), and the path the counts give.
+    Shared with the cluster-register family's model (``gvr_reference.cluster_model``)."""
+    t1, _, ties = rung_with_ties(keys[pos], j1, lo=1)
     crowded = crowded_rung(t1, ties)
     eq1 = int(np.count_nonzero(keys == t1)) if crowded else 0
     count1 = int(np.count_nonzero(keys > t1 if crowded else keys >= t1))
-    if count1 > p.capacity:
+    if count1 > capacity:
         path = Path.RESCUE_OVERFLOW
     elif count1 >= k:
         path = Path.FIRST
@@ -363,17 +373,23 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
     else:
         path = Path.RESCUE_UNDERESTIMATE
     return RowTrace(
-        path, n, t1=t1, count1=count1, sample_size=int(pos.size), j1=plan.j1, eq1=eq1,
+        path, keys.shape[0], t1=t1, count1=count1, sample_size=int(pos.size), j1=j1, eq1=eq1,
         crowded=crowded,
     )  # fmt: skip
+
+
+def trace_windows(simulate, logits, starts, lengths, k: int, p) -> list[RowTrace]:
+    """``simulate(row, k, p, lead=...)`` for every row window of a batch (windows as in
+    ``gvr_reference.model``; ``lead`` is the start modulo 4)."""
+    traces = []
+    for r in range(logits.shape[0]):
+        s, n = int(starts[r]), int(lengths[r])
+        traces.append(simulate(logits[r, s : s + n], k, p, lead=s & 3))
+    return traces
 
 
 def simulate_windows(
     logits: np.ndarray, starts: np.ndarray, lengths: np.ndarray, k: int, p: RegisterParams
 ) -> list[RowTrace]:
     """:func:`simulate_row` for every row of a batch (windows as in ``gvr_reference.model``)."""
-    traces = []
-    for r in range(logits.shape[0]):
-        s, n = int(starts[r]), int(lengths[r])
-        traces.append(simulate_row(logits[r, s : s + n], k, p, lead=s & 3))
-    return traces
+    return trace_windows(simulate_row, logits, starts, lengths, k, p)
