@@ -1,13 +1,15 @@
 """Raw kernel times of the register-resident family with and without the bracket histogram
-path (``RegisterConfig.bracket``), on the H200, for the routing rule in
-``gvr_kernels.routing`` (results: ``benchmarks/results/h200/tune_bracket.log``)::
+path (``RegisterConfig.bracket``) beside gvr_2 on the same tensors, on the H200, for the
+routing rule in ``gvr_kernels.routing`` (results: ``benchmarks/results/h200/tune_bracket.log``)::
 
     python3 tools/tune_bracket.py > tune_bracket.log
 
 Each configuration is exported ahead of time (in parallel, into ``/tmp/aot_tune_bracket``),
 then launched directly (``gvr_kernels.abi.KernelArgs``) on gaussian float32 rows of full
 length; one CUDA-event median of 60 launches per cell, the L2 flushed before each, after a
-short bf16 matmul warm-up. The answers are not checked here (the device suites do that).
+short bf16 matmul warm-up. gvr_2 (FlashInfer's ``top_k_varlen(backend="gvr_2",
+skip_check=True)``, when it is importable) runs on the same tensors in the same loop. Every
+kernel's answer on each cell is checked against ``torch.topk`` once before it is timed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-SHAPES = {4096: [(512, 2, 1)], 8192: [(512, 4, 1), (512, 4, 2)], 16384: [(1024, 4, 1)]}
+#: Row length -> CTA shapes ``(threads, vecs, resident)`` holding it.
+SHAPES = {
+    4096: [(512, 2, 1), (1024, 1, 1)],
+    8192: [(512, 4, 1), (512, 4, 2), (1024, 2, 1)],
+    16384: [(1024, 4, 1), (512, 8, 1)],
+}
 BATCHES = (1, 32, 128, 512)
 KS = (512, 1024, 2048)
 OUT = "/tmp/aot_tune_bracket"
@@ -31,15 +38,20 @@ def build(cfgs) -> str:
     return ek.export_all(cfgs, OUT, jobs=12)
 
 
-def main() -> None:
+def configs(n: int):
     from gvr_kernels.register import RegisterConfig
 
-    cases = [
-        (n, RegisterConfig(threads=t, vecs=v, resident=r, bracket=br))
-        for n, shapes in SHAPES.items()
-        for t, v, r in shapes
-        for br in (True, False)
-    ]
+    out = []
+    for t, v, r in SHAPES[n]:
+        for br in (True, False):
+            if br and v > 4:  # the bracket path spills at eight vectors a thread
+                continue
+            out.append(RegisterConfig(threads=t, vecs=v, resident=r, bracket=br))
+    return out
+
+
+def main() -> None:
+    cases = [(n, cfg) for n in SHAPES for cfg in configs(n)]
     # Compile before CUDA is initialised in this process (the pool forks).
     aot = build(list(dict.fromkeys(c for _, c in cases)))
     import torch
@@ -47,6 +59,10 @@ def main() -> None:
     from gvr_kernels.abi import KernelArgs
     from gvr_kernels.testing import KernelProvider
 
+    try:
+        from flashinfer.topk_varlen.topk_varlen import top_k_varlen
+    except ImportError:
+        top_k_varlen = None
     kp = KernelProvider(aot)
     flush = torch.empty(2 * 60 * 2**20 // 4, dtype=torch.float32, device="cuda")
 
@@ -54,23 +70,41 @@ def main() -> None:
     t = time.time()
     while time.time() - t < 2:
         x @ x
-    for n, cfg in cases:
-        f = kp.get(cfg)
-        row = []
+    for n in SHAPES:
         for b in BATCHES:
             for k in KS:
                 lg = torch.randn(b, n, device="cuda")
                 kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
                 out = torch.empty((b, k), dtype=torch.int32, device="cuda")
-                args = KernelArgs(
-                    logits=lg, lens_a=kv, lens_b=kp.dummy_i, out=out,
-                    values=torch.empty(1, 1, device="cuda"), workspace=kp.workspace,
-                    paths=kp.dummy_i, k=k, next_n=1, cr_shift=0, parts=1,
-                )  # fmt: skip
-                f(*args)
-                t = timeit(lambda f=f, args=args: f(*args), flush, 60)
-                row.append(f"b{b}k{k}:{t:.1f}")
-        print(n, cfg.name, " ".join(row), flush=True)
+                want = torch.sort(torch.topk(lg, k).values, dim=1).values
+                row = []
+
+                def exact():
+                    got = torch.sort(torch.gather(lg, 1, out.long()), dim=1).values
+                    return bool(torch.equal(got, want))
+
+                if top_k_varlen is not None:
+
+                    def g2(lg=lg, kv=kv, k=k, out=out):
+                        top_k_varlen(lg, kv, k, backend="gvr_2", skip_check=True, out_indices=out)
+
+                    g2()
+                    ok = exact()
+                    row.append(f"gvr2:{timeit(g2, flush, 60):.1f}{'' if ok else '!'}")
+                for cfg in configs(n):
+                    f = kp.get(cfg)
+                    args = KernelArgs(
+                        logits=lg, lens_a=kv, lens_b=kp.dummy_i, out=out,
+                        values=torch.empty(1, 1, device="cuda"), workspace=kp.workspace,
+                        paths=kp.dummy_i, k=k, next_n=1, cr_shift=0, parts=1,
+                    )  # fmt: skip
+                    out.fill_(-7)
+                    f(*args)
+                    ok = exact()
+                    t = timeit(lambda f=f, args=args: f(*args), flush, 60)
+                    tag = cfg.name.removeprefix("register_decode_").replace("_a2_c8192", "")
+                    row.append(f"{tag}:{t:.1f}{'' if ok else '!'}")
+                print(f"n={n} b={b} k={k} " + " ".join(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -214,12 +214,14 @@ def test_bracket_arithmetic_matches_ieee_float32():
     lo, top = order_key(np.array([-3.0, 5.0], np.float32))
     br = bracket(lo, top)
     assert br.vlo == np.float32(-3.0)
-    assert br.scale == np.float32(np.float32(BRACKET_BINS - 1) / np.float32(8.0))
-    keys = order_key(np.array([-3.0, -2.99, 0.0, -0.0, 1.0, 5.0], np.float32))
+    assert br.scale == np.float32(np.float32(BRACKET_BINS - 2) / np.float32(8.0))
+    keys = order_key(np.array([-3.0, -2.99, 0.0, -0.0, 1.0, 5.0, -4.0, -np.inf], np.float32))
     b = bracket_bins(keys, br)
-    assert b[0] == 0 and b[-1] == BRACKET_BINS - 1
+    # The low end opens bin 1, the top closes the last bin; below the bracket, bin 0.
+    assert b[0] == 1 and b[5] == BRACKET_BINS - 1
+    assert b[6] == 0 and b[7] == 0
     assert b[2] == b[3]  # -0.0 and +0.0 share a key and a bin
-    assert b[4] == int(np.rint(np.float32(4.0) * br.scale))  # rounded, ties to even
+    assert b[4] == 1 + int(np.rint(np.float32(4.0) * br.scale))  # rounded, ties to even
     # Ends at the edge of the finite values still form a bracket; past them, none does.
     assert bracket(KEY_NEG_FLT_MAX, KEY_FLT_MAX) is None  # width overflows
     assert bracket(KEY_NEG_FLT_MAX, int(order_key(np.array([0.0], np.float32))[0])) is not None
@@ -247,7 +249,13 @@ def test_bins_are_monotone_in_the_key(lo, span, data):
     assert np.isfinite(key_to_float(keys)).all()
     b = bracket_bins(keys, br)
     assert (np.diff(b) >= 0).all()
-    assert b.min() >= 0 and b.max() <= BRACKET_BINS - 1
+    # Every key of the bracket is counted (bin >= 1); its top closes the last bin.
+    assert b.min() >= 1 and b.max() == BRACKET_BINS - 1
+    below = np.unique(np.array(data.draw(st.lists(st.integers(0, klo), max_size=50)), np.uint32))
+    below = below[(below != np.uint32(0x7FFFFFFF)) & (below >= 0x007FFFFF)]  # values, -inf on
+    if below.size:
+        bb = bracket_bins(below, br)
+        assert (np.diff(bb) >= 0).all() and bb.max() <= b.min() and bb.min() >= 0
 
 
 def test_crossing():

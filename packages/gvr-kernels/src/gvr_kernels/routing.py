@@ -87,7 +87,7 @@ __all__ = [
     "MIN_PART_ELEMS",
     "REGISTER_MAX_N",
     "REGISTER_WIDE_N",
-    "BRACKET_MIN_K",
+    "BRACKET_MAX_VECS",
     "CLUSTER_MAX_N",
     "CLUSTER_ROW_N",
     "CLUSTER_SMALL_K",
@@ -117,8 +117,9 @@ MAX_K = 2048
 REGISTER_MAX_N = 16384
 #: ... and at most this long when the rows fit the SMs (one 1024-thread CTA each).
 REGISTER_WIDE_N = 32768
-#: Smallest K whose 512 x 4 register rows take the bracket histogram path.
-BRACKET_MIN_K = 2048
+#: Register shapes of at most this many vectors a thread take the bracket histogram path
+#: (with eight, its code spills at 64 registers).
+BRACKET_MAX_VECS = 4
 #: Envelopes up to this run on the cluster-register family while its CTAs take at most half
 #: the SMs (``_cluster_core``).
 CLUSTER_MAX_N = 65536
@@ -166,13 +167,13 @@ def _register_core(
     for eight vectors per thread also prefill windows, values and the tie mode; those variants
     run one 512-thread CTA per SM (128 registers) or stream.
 
-    The bracket histogram path (``RegisterConfig.bracket``) is built where it measured faster
-    than the sampled path: 512 x 4 (envelopes 4,097-8,192) at ``k >= BRACKET_MIN_K``.
+    The bracket histogram path (``RegisterConfig.bracket``) is built for every shape of at
+    most ``BRACKET_MAX_VECS`` vectors a thread.
     """
     reg = _register_shape(spec, rows, n_env, mode, with_values, deterministic)
     if reg is None:
         return None
-    return replace(reg, bracket=reg.threads == 512 and reg.vecs == 4 and k >= BRACKET_MIN_K)
+    return replace(reg, bracket=reg.vecs <= BRACKET_MAX_VECS)
 
 
 def _register_shape(

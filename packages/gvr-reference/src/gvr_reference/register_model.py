@@ -9,23 +9,26 @@ exactly once. Per row:
    ``k`` threads hold a score (each maximum is a distinct score, so again at least ``k``
    keys are ``>= lo``: :func:`bracket_low`); ``top`` is the largest key of the row. When
    both are finite values and ``vmax - vlo`` and
-   ``scale = (BRACKET_BINS - 1) / (vmax - vlo)`` are finite (:func:`bracket`), every key
-   ``>= lo`` goes to bin ``min(round((v - vlo) * scale), BRACKET_BINS - 1)`` computed in
-   IEEE float32 with round-to-nearest and no flush of subnormals, the rounding to an
-   integer done by adding ``2**23`` (:func:`bracket_bins`). Correctly rounded subtraction,
-   multiplication by a positive constant and addition are each monotone, and so is
-   ``min``, so the bin is a non-decreasing function of the key: a bin's keys form one
-   contiguous key interval, and the bins order keys exactly as a radix level does. The
-   float arithmetic only decides how finely the keys are spread, never which are selected.
+   ``scale = (BRACKET_BINS - 2) / (vmax - vlo)`` are finite (:func:`bracket`), every score
+   ``v`` of the row goes to bin ``round(max((v - vlo) * scale, -1) + 1)`` computed in IEEE
+   float32 with round-to-nearest and no flush of subnormals, the rounding to an integer
+   done by adding ``2**23`` (:func:`bracket_bins`): scores at or above ``vlo`` land in bins
+   ``1 .. BRACKET_BINS - 1``, scores below it in bin 0 (or, within half a bin of ``vlo``,
+   bin 1), and bin 0 is never counted. Correctly rounded subtraction, multiplication by a
+   positive constant, ``max`` and addition are each monotone, so the bin is a
+   non-decreasing function of the score (equal for ``-0.0`` and ``+0.0``): a bin's scores
+   form one contiguous value interval, and the bins order scores exactly as a radix level
+   orders keys. The counted bins hold every score ``>= vlo``, so at least ``k``. The float
+   arithmetic only decides how finely the scores are spread, never which are selected.
 2. **Crossing bin** ``b`` of the histogram for ``k``: ``above`` keys lie in higher bins,
    ``m`` in ``b``, ``need = k - above`` of them are wanted (``1 <= need <= m``). Every key
-   in a higher bin is in the answer and is written out at once; then
-   ``m == need``: the whole bin too, in the same pass (``BRACKET``);
-   ``m <= RANK_MAX``: the bin is staged and one warp ranks it by (key descending, position
-   ascending), writing the first ``need`` (``BRACKET_RANK``);
-   ``m <= capacity``: the staged bin is narrowed by radix levels over its key range
-   (``BRACKET_NARROW``); otherwise (``BRACKET_OVERFLOW``) radix selection for ``k`` over the
-   registers in ``[lo, top]``, which holds the whole answer.
+   in a higher bin is in the answer and is written out at once, in the same pass as the
+   crossing bin's keys: with ``m == need`` to the output too (``BRACKET``); with
+   ``m <= RANK_MAX`` to a staging buffer, where one warp ranks them by (key descending,
+   position ascending), writing the first ``need`` (``BRACKET_RANK``); with
+   ``m <= capacity`` to the staging buffer, narrowed by radix levels over its key range
+   (``BRACKET_NARROW``); otherwise (``BRACKET_OVERFLOW``) radix selection for ``k`` over
+   the registers in ``[lo, top]``, which holds the whole answer.
 3. **Rows the bracket cannot serve** (an infinite or NaN score at the top, ``-inf`` at the
    bottom, a constant first ``k``, a range too narrow for the scale) and **crowded rows**
    (some warp's 32 sample keys, step a, hold one key ``CROWD_MIN`` times: a tie class large
@@ -103,8 +106,10 @@ __all__ = [
     "simulate_windows",
 ]
 
-#: Bins of the bracket histogram.
+#: Bins of the bracket histogram (bin 0 holds the scores below the bracket and is not counted).
 BRACKET_BINS = 2048
+#: ``2**23 + 1`` in float32: added to a scaled score, its low mantissa bits are the bin.
+_ROUND_BIAS = np.float32((1 << 23) + 1)
 #: Crossing bins of at most this many keys are ranked by one warp (one key per lane).
 RANK_MAX = 32
 #: A warp whose sample holds one key this many times (a quarter of its 32) marks the row
@@ -117,12 +122,12 @@ KEY_NEG_FLT_MAX = 0x00800000
 
 @dataclass(frozen=True)
 class Bracket:
-    """The float32 map of a row's keys ``>= lo`` onto the bracket histogram's bins.
+    """The float32 map of a row's scores onto the bracket histogram's bins.
 
     Attributes:
         lo: the order key of the bracket's low end.
         vlo: its value (float32).
-        scale: ``(bins - 1) / (vmax - vlo)`` in float32 (positive, finite).
+        scale: ``(bins - 2) / (vmax - vlo)`` in float32 (positive, finite).
     """
 
     lo: int
@@ -142,20 +147,21 @@ def bracket(lo: int, top: int, bins: int = BRACKET_BINS) -> Bracket | None:
     vlo, vmax = key_to_float(np.array([lo, top], np.uint32))
     with np.errstate(over="ignore", divide="ignore"):
         width = np.float32(vmax - vlo)
-        scale = np.float32(np.float32(bins - 1) / width)
+        scale = np.float32(np.float32(bins - 2) / width)
     if not (np.isfinite(width) and np.isfinite(scale)):
         return None
     return Bracket(lo, np.float32(vlo), scale)
 
 
 def bracket_bins(keys: np.ndarray, br: Bracket, bins: int = BRACKET_BINS) -> np.ndarray:
-    """Bins (int64) of ``keys`` (every one ``>= br.lo`` and a finite value):
-    ``min(round((v - vlo) * scale), bins - 1)`` in float32, the rounding done by adding
-    ``2**23`` (ties to even; ``sub.rn``, ``mul.rn``, ``add.rn``, an integer subtract and
-    ``min.u32`` on the device)."""
+    """Bins (int64) of ``keys`` (any keys of values at most the bracket's top; ``-inf``
+    included): ``round(max((v - vlo) * scale, -1) + 1)`` in float32, the rounding done by
+    adding ``2**23 + 1`` (ties to even; ``sub.rn``, ``mul.rn``, ``max``, ``add.rn`` and an
+    integer subtract on the device), at most ``bins - 1`` (``min.u32`` on the device). Keys
+    at or above ``br.lo`` get bins ``>= 1``; bin 0 is never counted."""
     v = key_to_float(np.asarray(keys, np.uint32))
-    with np.errstate(over="ignore"):
-        d = (v - br.vlo) * br.scale + np.float32(1 << 23)
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = np.maximum((v - br.vlo) * br.scale, np.float32(-1.0)) + _ROUND_BIAS
     b = d.view(np.uint32).astype(np.int64) - 0x4B000000
     return np.minimum(b, bins - 1)
 
@@ -185,8 +191,9 @@ def bracket_topk(values: np.ndarray, k: int) -> np.ndarray | None:
     br = bracket(int(keys[:k].min()), int(keys.max()))
     if br is None:
         return None
-    inside = np.flatnonzero(keys >= br.lo)
-    bins = bracket_bins(keys[inside], br)
+    all_bins = bracket_bins(keys, br)
+    inside = np.flatnonzero(all_bins >= 1)
+    bins = all_bins[inside]
     cb, above, _ = crossing(np.bincount(bins, minlength=BRACKET_BINS), k)
     high = inside[bins > cb]
     cand = inside[bins == cb]
@@ -336,8 +343,8 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
     keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
     br = bracket(bracket_low(keys, k, lead, p), int(keys.max())) if p.bracket else None
     if br is not None and not crowded_sample(thread_sample(keys, lead, p)):
-        inside = keys >= br.lo
-        hist = np.bincount(bracket_bins(keys[inside], br), minlength=BRACKET_BINS)
+        bins = bracket_bins(keys, br)
+        hist = np.bincount(bins[bins >= 1], minlength=BRACKET_BINS)
         _, above, m = crossing(hist, k)
         if m == k - above:
             path = Path.BRACKET

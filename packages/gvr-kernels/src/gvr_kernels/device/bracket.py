@@ -1,12 +1,13 @@
-"""The bracket histogram of the register-resident family: keys to bins by IEEE float32
-arithmetic, and the crossing-bin search over that many bins by the whole CTA.
+"""The bracket histogram of the register-resident family: scores to bins by IEEE float32
+arithmetic, the float reductions that find the bracket's ends, and the crossing-bin search
+over that many bins by the whole CTA.
 
 The CPU twin of every formula is in ``gvr_reference.register_model`` (:func:`bracket`,
 :func:`bracket_bins`, :func:`crossing`): the same IEEE operations, so the kernel's bins, and
 the path each row takes, are what the model predicts. Exactness needs less than that: the bin
-only has to be a non-decreasing function of the key, identical in every pass, which the
-explicitly rounded ``sub.rn`` / ``mul.rn`` / ``add.rn`` (never contracted into an FMA) and
-the integer ``min`` give, recomputed the same way in each pass.
+only has to be a non-decreasing function of the score, identical in every pass, which the
+explicitly rounded ``sub.rn`` / ``mul.rn`` / ``max`` / ``add.rn`` (never contracted into an
+FMA, no flush of subnormals) give, recomputed the same way in each pass.
 """
 
 from __future__ import annotations
@@ -23,7 +24,20 @@ from gvr_reference.register_model import KEY_FLT_MAX, KEY_NEG_FLT_MAX
 from . import warp
 from .layout import Ctl
 
-__all__ = ["key_bits", "bracket_setup", "bracket_bin", "find_crossing_cta"]
+__all__ = [
+    "NEG_INF_BITS",
+    "POS_INF_BITS",
+    "key_bits",
+    "fmax_nan",
+    "fmin",
+    "bracket_setup",
+    "bracket_bin",
+    "find_crossing_cta",
+]
+
+#: float32 bits of -inf (the value an empty register slot holds on the bracket path) and +inf.
+NEG_INF_BITS = 0xFF800000
+POS_INF_BITS = 0x7F800000
 
 
 def _f32_bits(x: float) -> int:
@@ -39,8 +53,22 @@ def key_bits(key: Uint32) -> Uint32:
 @dsl_user_op
 def _asm2(a: Uint32, b: Uint32, op: str, *, loc=None, ip=None) -> Uint32:
     operands = [Uint32(a).ir_value(loc=loc, ip=ip), Uint32(b).ir_value(loc=loc, ip=ip)]
-    res = llvm.inline_asm(T.i32(), operands, f"{op}.rn.f32 $0, $1, $2;", "=r,r,r", loc=loc, ip=ip)
+    res = llvm.inline_asm(T.i32(), operands, f"{op}.f32 $0, $1, $2;", "=r,r,r", loc=loc, ip=ip)
     return Uint32(res)
+
+
+@cute.jit
+def fmax_nan(a: Uint32, b: Uint32) -> Uint32:
+    """The larger of two float32 values given as bits, or the canonical NaN when either is
+    NaN (``max.NaN.f32``): a running maximum that also reports any NaN of the row."""
+    return _asm2(a, b, "max.NaN")
+
+
+@cute.jit
+def fmin(a: Uint32, b: Uint32) -> Uint32:
+    """The smaller of two float32 values given as bits (``min.f32``; a NaN operand yields the
+    other)."""
+    return _asm2(a, b, "min")
 
 
 @dsl_user_op
@@ -49,7 +77,8 @@ def _bin(bits: Uint32, vlo: Uint32, scale: Uint32, *, loc=None, ip=None) -> Uint
     res = llvm.inline_asm(
         T.i32(),
         operands,
-        "{ .reg .f32 d; sub.rn.f32 d, $1, $2; mul.rn.f32 d, d, $3; add.rn.f32 $0, d, 0f4B000000; }",
+        "{ .reg .f32 d; sub.rn.f32 d, $1, $2; mul.rn.f32 d, d, $3; max.f32 d, d, 0fBF800000; "
+        "add.rn.f32 $0, d, 0f4B000001; }",
         "=r,r,r,r",
         # Volatile: recomputed in every pass rather than kept live across the barriers
         # between the histogram and the emission (a register per slot would spill).
@@ -64,22 +93,24 @@ def _bin(bits: Uint32, vlo: Uint32, scale: Uint32, *, loc=None, ip=None) -> Uint
 def bracket_setup(lo: Uint32, top: Uint32, bins: cutlass.Constexpr):
     """``(ok, vlo, scale)`` (float32 bits) of the bracket over keys ``[lo, top]``:
     ``ok`` when both ends are finite values, ``top > lo``, and the width ``vmax - vlo`` and
-    ``scale = (bins - 1) / width`` are finite (``gvr_reference.register_model.bracket``)."""
+    ``scale = (bins - 2) / width`` are finite (``gvr_reference.register_model.bracket``)."""
     vlo = key_bits(lo)
-    width = _asm2(key_bits(top), vlo, "sub")
-    scale = _asm2(Uint32(_f32_bits(float(bins - 1))), width, "div")
+    width = _asm2(key_bits(top), vlo, "sub.rn")
+    scale = _asm2(Uint32(_f32_bits(float(bins - 2))), width, "div.rn")
     ok = (lo >= Uint32(KEY_NEG_FLT_MAX)) & (top <= Uint32(KEY_FLT_MAX)) & (top > lo)
     ok = ok & (width < Uint32(0x7F800000)) & (scale < Uint32(0x7F800000))
     return Boolean(ok), vlo, scale
 
 
 @cute.jit
-def bracket_bin(key: Uint32, vlo: Uint32, scale: Uint32, bins: cutlass.Constexpr) -> Int32:
-    """The bin of ``key`` (a finite value at or above the bracket's low end):
-    ``min(round((v - vlo) * scale), bins - 1)``, non-decreasing in the key. The rounding to an
-    integer is an IEEE add of ``2**23`` (the sum's low mantissa bits are the rounded value):
-    full-rate float and integer operations, no conversion instruction."""
-    d = _bin(key_bits(key), vlo, scale) - Uint32(_f32_bits(float(1 << 23)))
+def bracket_bin(bits: Uint32, vlo: Uint32, scale: Uint32, bins: cutlass.Constexpr) -> Int32:
+    """The bin of the score with float32 bits ``bits`` (finite or ``-inf``, at most the
+    bracket's top): ``round(max((v - vlo) * scale, -1) + 1)``, at most ``bins - 1``,
+    non-decreasing in the score. Scores at or above the bracket's low end get bins ``>= 1``,
+    ``-inf`` and every score more than half a bin below it bin 0. The rounding to an integer
+    is an IEEE add of ``2**23 + 1`` (the sum's low mantissa bits are the bin): full-rate
+    float and integer operations, no conversion instruction."""
+    d = _bin(bits, vlo, scale) - Uint32(_f32_bits(float(1 << 23)))
     return Int32(cutlass.min(d, Uint32(bins - 1)))
 
 
@@ -90,11 +121,12 @@ def find_crossing_cta(
     """Crossing-bin search over ``bins`` histogram words by the whole CTA (every thread
     calls it); clears the histogram as it reads it; two CTA barriers.
 
-    Thread ``t`` owns bins ``[t * per, (t + 1) * per)``, ``per = bins // threads``; a
-    CTA-wide suffix scan of the per-thread sums (warp scans, the warp totals through
-    ``wsum``) finds the one thread whose bins hold the crossing, which walks them from the
-    top and writes ``ctl[B]``, ``ctl[ABOVE]``, ``ctl[COUNT_B]`` (written only when a
-    crossing exists: ``1 <= target <= total``).
+    Thread ``t`` owns bins ``[t * per, (t + 1) * per)``, ``per = bins // threads``; a warp
+    suffix scan of the per-thread sums, the warp totals through ``wsum`` and one warp sum of
+    the totals of the higher warps give each thread the count at or above its first bin; the
+    one thread whose bins hold the crossing walks them from the top and writes ``ctl[B]``,
+    ``ctl[ABOVE]``, ``ctl[COUNT_B]`` (written only when a crossing exists:
+    ``1 <= target <= total``).
 
     Args:
         hist: shared Int32 [bins], zeroed on return.
@@ -126,9 +158,8 @@ def find_crossing_cta(
     w = Int32(0)
     if lane < warps:
         w = wsum[lane]
-    w_suffix = warp.suffix_sum(w)
-    # Sum over the warps above this one (lanes past the last warp hold 0).
-    higher = warp.broadcast(w_suffix - w, warp_id)
+    # Sum over the warps above this one.
+    higher = Int32(cute.arch.warp_redux_sync(cutlass.select_(lane > warp_id, w, 0), "add"))
     incl = higher + suffix
     # above_j[j]: count in this thread's bins above j plus every higher thread's bins; the
     # suffix above_j[j] + h[j] falls as j rises, so the last hit is the crossing bin.

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Uint32, const_expr
+from cutlass import Int32, Int64, Uint32, const_expr
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import dsl_user_op
 
 from .keys import F32
 
@@ -83,3 +85,38 @@ def store_score(ptr: cute.Pointer, bits: Uint32, fmt: cutlass.Constexpr = F32):
         store_u32(ptr, bits)
     else:
         cute.arch.inline_ptx("st.global.u16 [{$r0}], {$r1};", read_only_args=[ptr, bits])
+
+
+@dsl_user_op
+def store_u32_if(addr: Int64, value: Uint32, flag: Uint32, *, loc=None, ip=None) -> None:
+    """``st.global.u32 [addr], value`` when ``flag != 0``: one predicated store, no branch
+    (``addr``: a global byte address, as ``pointer.toint()`` gives it)."""
+    operands = [
+        Int64(addr).ir_value(loc=loc, ip=ip),
+        Uint32(value).ir_value(loc=loc, ip=ip),
+        Uint32(flag).ir_value(loc=loc, ip=ip),
+    ]
+    llvm.inline_asm(
+        None,
+        operands,
+        "{ .reg .pred p; setp.ne.u32 p, $2, 0; @p st.global.u32 [$0], $1; }",
+        "l,r,r,~{memory}",
+        has_side_effects=True,
+        loc=loc,
+        ip=ip,
+    )
+
+
+@dsl_user_op
+def count_shared(addr: Int32, *, loc=None, ip=None) -> None:
+    """``red.shared.add.u32 [addr], 1`` (``addr``: a shared-window byte address,
+    ``pointer.toint()``)."""
+    llvm.inline_asm(
+        None,
+        [Int32(addr).ir_value(loc=loc, ip=ip)],
+        "red.shared.add.u32 [$0], 1;",
+        "r,~{memory}",
+        has_side_effects=True,
+        loc=loc,
+        ip=ip,
+    )

@@ -123,6 +123,7 @@ class RegisterConfig:
             ("hist", "i32", HIST_BINS),
             ("ctl", "i32", CTL_WORDS),
             ("wsum", "i32", 32),
+            ("wstat", "u32", 4 * 32),
             ("sample", "u32", self.threads),
             ("stage_bits", "u32", self.capacity),
             ("stage_idx", "i32", self.capacity),

@@ -46,12 +46,19 @@ from gvr_reference.model import Path
 from gvr_reference.register_model import CROWD_MIN, RANK_MAX, register_plan
 
 from ..device import shared, warp
-from ..device.bracket import bracket_bin, bracket_setup, find_crossing_cta
+from ..device.bracket import (
+    NEG_INF_BITS,
+    POS_INF_BITS,
+    bracket_bin,
+    bracket_setup,
+    find_crossing_cta,
+    fmax_nan,
+    fmin,
+)
 from ..device.keys import KEY_MAX, order_key
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import load_scalar, load_vec4
+from ..device.memory import count_shared, load_scalar, load_vec4, store_u32_if
 from ..device.ops import DEVICE_OPS, umax, umin
-from ..device.sampling import thread_sample_key
 from ..device.select import (
     emit_rule,
     narrow,
@@ -60,20 +67,11 @@ from ..device.select import (
     write_slot,
 )
 from ..device.shared import ctl_u32, record_path
-from ..device.staging import stage_selected, warp_slots
+from ..device.staging import packed_warp_slots, stage_selected
 from ..device.window import row_window, write_short_row
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, RegisterConfig
 
 __all__ = ["RegisterTopK", "allocate_shared"]
-
-#: Control word counting the valid sample keys (free in this family: no staging counter).
-_SVALID = Ctl.TOTAL
-
-
-@cute.jit
-def _binned(key: Uint32, lo_key: Uint32, vlo: Uint32, scale: Uint32):
-    """Whether ``key`` is at or above the bracket's low key, and its bin."""
-    return key >= lo_key, bracket_bin(key, vlo, scale, HIST_BINS)
 
 
 @cute.jit
@@ -190,39 +188,35 @@ class RegisterTopK:
         tail_ok = (warp_id == 0) & (t_pos < n)
         tail_bits = load_scalar(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))))
         self._zero_shared(sh)
-        cute.arch.barrier()
 
-        # ---- keys (0 outside the window), the max key, the sample
+        # ---- the held scores as float32 bits, -inf outside the window
         p0 = tid * 4 - lead
-        keys = []
+        bits = []
         for j in cutlass.range_constexpr(cfg.vecs):
-            v_ok = tid + j * threads < nvec
             for q in cutlass.range_constexpr(4):
-                ok = v_ok & (p0 + (j * 4 * threads + q) >= 0)
-                keys.append(Uint32(cutlass.select_(ok, order_key(raw[j][q]), Uint32(0))))
-        keys.append(Uint32(cutlass.select_(tail_ok, order_key(tail_bits), Uint32(0))))
-        regs = RegisterRow(keys, p0, t_pos)
+                ok = self._slot_ok(j, q, p0, nvec)
+                bits.append(Uint32(cutlass.select_(ok, raw[j][q], Uint32(NEG_INF_BITS))))
+        bits.append(Uint32(cutlass.select_(tail_ok, tail_bits, Uint32(NEG_INF_BITS))))
+        regs = RegisterRow(bits, p0, t_pos)
 
-        # The max key and the sample; with the bracket also its low key (the smallest of
-        # window positions [0, k): at least k keys are at or above it), the smallest
-        # per-thread maximum and the crowd test.
-        top = keys[0]
-        for i in cutlass.range_constexpr(1, len(keys)):
-            top = cutlass.max(top, keys[i])
-        low = Uint32(KEY_MAX)
-        tmin = Uint32(KEY_MAX)
-        if const_expr(cfg.bracket):
-            for i in cutlass.range_constexpr(len(keys)):
-                first = (regs.pos(i, threads) < k) & (keys[i] != Uint32(0))
-                low = umin(low, Uint32(cutlass.select_(first, keys[i], Uint32(KEY_MAX))))
-            low = Uint32(cute.arch.warp_redux_sync(low, "umin"))
-            # Over the threads that hold a score (tid < nvec): each maximum is a distinct
-            # score, so with at least k such threads it bounds k keys too.
-            tmin = Uint32(cute.arch.warp_redux_sync(
-                Uint32(cutlass.select_(tid < nvec, top, Uint32(KEY_MAX))), "umin"
-            ))  # fmt: skip
-        top = Uint32(cute.arch.warp_redux_sync(top, "umax"))
-        sample_key = thread_sample_key(cfg.vecs, keys)
+        # ---- per thread: the largest score (NaN-propagating), the smallest of window
+        # positions [0, k) it holds, its sample key; per warp: their reductions, to shared
+        # memory (one word each per warp, no atomics), then one barrier.
+        tmax = bits[0]
+        for i in cutlass.range_constexpr(1, len(bits)):
+            tmax = fmax_nan(tmax, bits[i])
+        first = Uint32(POS_INF_BITS)
+        for i in cutlass.range_constexpr(len(bits)):
+            if const_expr(self._may_lead(i)):
+                pos = regs.pos(i, threads)
+                mine = (pos >= 0) & (pos < k)
+                if const_expr(i == len(bits) - 1):
+                    mine = mine & tail_ok
+                else:
+                    mine = mine & (tid + (i // 4) * threads < nvec)
+                first = fmin(first, Uint32(cutlass.select_(mine, bits[i], Uint32(POS_INF_BITS))))
+        tkey = order_key(tmax)
+        sample_key = self._sample_key(bits, p0, nvec)
         sh.sample[tid] = sample_key
         valid = sample_key != Uint32(0)
         n_valid = Int32(cute.arch.popc(cute.arch.vote_ballot_sync(valid)))
@@ -232,77 +226,191 @@ class RegisterTopK:
             # key among this warp's sample keys.
             same = Int32(cute.arch.popc(cute.arch.match_sync(0xFFFFFFFF, sample_key, "any")))
             same = Int32(cute.arch.warp_redux_sync(cutlass.select_(valid, same, 0), "max"))
+        w_max = Uint32(cute.arch.warp_redux_sync(tkey, "umax"))
+        w_first = Uint32(cute.arch.warp_redux_sync(order_key(first), "umin"))
+        # Over the threads that hold a score (tid < nvec): each maximum is a distinct score,
+        # so with at least k such threads the smallest of them bounds k keys too.
+        w_tmin = Uint32(cute.arch.warp_redux_sync(
+            Uint32(cutlass.select_(tid < nvec, tkey, Uint32(KEY_MAX))), "umin"
+        ))  # fmt: skip
         if lane == 0:
-            cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.MAXKEY), top)
-            cute.arch.atomic_add(sh.ctl.iterator + _SVALID, n_valid)
-            if const_expr(cfg.bracket):
-                cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.LOKEY), ~low)
-                cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.TMAXMIN), ~tmin)
-                if same >= CROWD_MIN:
-                    cute.arch.atomic_add(sh.ctl.iterator + Ctl.CROWD, Int32(1))
+            sh.wstat[warp_id * 4 + 0] = w_max
+            sh.wstat[warp_id * 4 + 1] = w_first
+            sh.wstat[warp_id * 4 + 2] = w_tmin
+            sh.wstat[warp_id * 4 + 3] = Uint32(n_valid | (same << 16))
         cute.arch.barrier()
-        max_key = Uint32(sh.ctl[Ctl.MAXKEY])
+        # Every warp reduces the warps' words (lane w reads warp w's): uniform results.
+        mine = lane < threads // 32
+        at = cutlass.select_(mine, lane, Int32(0)) * 4
+        max_key = Uint32(cute.arch.warp_redux_sync(
+            Uint32(cutlass.select_(mine, sh.wstat[at], Uint32(0))), "umax"
+        ))  # fmt: skip
+        packed = Uint32(cutlass.select_(mine, sh.wstat[at + 3], Uint32(0)))
+        s_valid = Int32(cute.arch.warp_redux_sync(Int32(packed & Uint32(0xFFFF)), "add"))
         if const_expr(cfg.bracket):
-            lo_key = ~Uint32(sh.ctl[Ctl.LOKEY])
-            tmax_min = ~Uint32(sh.ctl[Ctl.TMAXMIN])
+            lo_key = Uint32(cute.arch.warp_redux_sync(
+                Uint32(cutlass.select_(mine, sh.wstat[at + 1], Uint32(KEY_MAX))), "umin"
+            ))  # fmt: skip
+            tmax_min = Uint32(cute.arch.warp_redux_sync(
+                Uint32(cutlass.select_(mine, sh.wstat[at + 2], Uint32(KEY_MAX))), "umin"
+            ))  # fmt: skip
+            crowd = Int32(cute.arch.warp_redux_sync(Int32(packed >> Uint32(16)), "max"))
             # gvr_reference.register_model.bracket_low
             if (cutlass.min(nvec, Int32(threads)) >= k) & (tmax_min > lo_key):
                 lo_key = tmax_min
             ok, vlo, scale = bracket_setup(lo_key, max_key, HIST_BINS)
-            if ok & (sh.ctl[Ctl.CROWD] == 0):
+            if ok & (crowd < CROWD_MIN):
                 code = self._bracket(
                     sh, regs, win, out, values, row, k, lo_key, max_key, vlo, scale
                 )
                 self._record(paths, row, code)
             else:
-                self._sampled(sh, regs, win, out, values, paths, row, k, max_key)
+                keys = self._keys(regs, nvec, tail_ok)
+                self._sampled(sh, keys, win, out, values, paths, row, k, max_key, s_valid)
         else:
-            self._sampled(sh, regs, win, out, values, paths, row, k, max_key)
+            keys = self._keys(regs, nvec, tail_ok)
+            self._sampled(sh, keys, win, out, values, paths, row, k, max_key, s_valid)
+
+    def _may_lead(self, i: int) -> bool:
+        """Whether register slot ``i`` can hold a window position below the largest K (the
+        first-k minimum reads only those): the tail slot, and the vector slots whose
+        smallest position ``4 * (j * threads) - 3`` is below ``MAX_K``."""
+        cfg = self.cfg
+        if i == 4 * cfg.vecs:
+            return True
+        return (i // 4) * 4 * cfg.threads < cfg.max_k + 3
+
+    @cute.jit
+    def _slot_ok(self, j: cutlass.Constexpr, q: cutlass.Constexpr, p0: Int32, nvec: Int32):
+        """Whether vector slot ``(j, q)`` holds a window position: its vector is whole
+        (``< nvec``) and, for vector 0, its lane is not before the window start."""
+        tid, _, _ = cute.arch.thread_idx()
+        ok = tid + j * self.cfg.threads < nvec
+        if const_expr(j == 0):
+            ok = ok & (p0 + q >= 0)
+        return ok
+
+    @cute.jit
+    def _keys(self, regs, nvec: Int32, tail_ok):
+        """The held scores as a :class:`RegisterRow` of canonical order keys (0 outside the
+        window), for the sampled path and the register selections."""
+        cfg = self.cfg
+        keys = []
+        for j in cutlass.range_constexpr(cfg.vecs):
+            for q in cutlass.range_constexpr(4):
+                ok = self._slot_ok(j, q, regs.p0, nvec)
+                key = order_key(regs.keys[j * 4 + q])
+                keys.append(Uint32(cutlass.select_(ok, key, Uint32(0))))
+        tail = order_key(regs.keys[4 * cfg.vecs])
+        keys.append(Uint32(cutlass.select_(tail_ok, tail, Uint32(0))))
+        return RegisterRow(keys, regs.p0, regs.tail_pos)
+
+    @cute.jit
+    def _sample_key(self, bits, p0: Int32, nvec: Int32) -> Uint32:
+        """This thread's sample key (``gvr_reference.register_model.thread_sample``): slot
+        ``(j, q)`` with ``j = tid % vecs`` and ``q = (tid // vecs) % 4``, 0 outside the
+        window."""
+        cfg = self.cfg
+        tid, _, _ = cute.arch.thread_idx()
+        pick = bits[0]
+        for j in cutlass.range_constexpr(cfg.vecs):
+            for q in cutlass.range_constexpr(4):
+                here = (tid % cfg.vecs == j) & ((tid // cfg.vecs) % 4 == q)
+                pick = Uint32(cutlass.select_(here, bits[j * 4 + q], pick))
+        j_s = tid % cfg.vecs
+        v_s = tid + j_s * cfg.threads
+        ok = (v_s < nvec) & (v_s * 4 + (tid // cfg.vecs) % 4 - (tid * 4 - p0) >= 0)
+        return Uint32(cutlass.select_(ok, order_key(pick), Uint32(0)))
 
     @cute.jit
     def _bracket(self, sh, regs, win, out, values, row, k, lo_key, max_key, vlo, scale) -> Int32:
-        """The bracket histogram path (``gvr_reference.register_model``, step 1-2)."""
+        """The bracket histogram path (``gvr_reference.register_model``, steps 1-2): one
+        counting pass, the crossing search, one emission pass."""
         cfg = self.cfg
         threads = cfg.threads
         tid, _, _ = cute.arch.thread_idx()
-        keys = regs.keys
-        nk = len(keys)
+        bits = regs.keys
+        nk = len(bits)
 
+        hist = sh.hist.iterator.toint()
+        # Bin 0 (below the bracket) is not counted: its increments go to a word of the
+        # scratch array per lane (no two lanes of a warp on one word, and no branch).
+        spill = sh.wsum.iterator.toint() + cute.arch.lane_idx() * 4
         for i in cutlass.range_constexpr(nk):
-            inside, b = _binned(keys[i], lo_key, vlo, scale)
-            if inside:
-                cute.arch.atomic_add(sh.hist.iterator + b, Int32(1))
+            b = bracket_bin(bits[i], vlo, scale, HIST_BINS)
+            count_shared(cutlass.select_(b != 0, hist + b * 4, spill))
         cute.arch.barrier()
         cb, above, m = find_crossing_cta(sh.hist, sh.wsum, sh.ctl, HIST_BINS, threads, k)
         need = k - above
-        ea = EmitArgs(out, values, row, k, k, Int32(0), Uint32(0), Uint32(KEY_MAX))
+        whole = m == need
         code = Int32(Path.BRACKET)
-        if m == need:
-            # The whole crossing bin is in the answer: all k slots written at once.
-            self._emit_bins(sh, ea, regs, win, lo_key, vlo, scale, cb)
-        elif m <= cfg.capacity:
-            # Keys above the crossing bin to slots [0, above), then the bin staged (two
-            # passes over the registers: one pass doing both would spill at 64 registers).
-            self._emit_bins(sh, ea, regs, win, lo_key, vlo, scale, cb + 1)
-            staged = []
-            for i in cutlass.range_constexpr(nk):
-                inside, b = _binned(keys[i], lo_key, vlo, scale)
-                staged.append((keys[i], regs.pos(i, threads), inside & (b == cb)))
-            stage_selected(cfg.capacity, sh, staged, keys_given=True, track_max=False)
-            cute.arch.barrier()
-            if m <= RANK_MAX:
-                code = Int32(Path.BRACKET_RANK)
-                if tid // 32 == 0:
-                    self._rank_bin(sh, ea, win, m, above, need)
-            else:
-                code = Int32(Path.BRACKET_NARROW)
-                self._narrow_staged(sh, win, out, values, row, k, m, need, above)
-        else:
+        if (m > cfg.capacity) & (m != need):
             # More keys in the bin than the staging holds: the registers are the candidates
             # over every key at or above the bracket's low end (the whole answer).
             code = Int32(Path.BRACKET_OVERFLOW)
-            self._select_registers(sh, regs, win, out, values, row, k, lo_key, max_key)
+            keys = self._keys(regs, win.nvec, (tid // 32 == 0) & (regs.tail_pos < win.n))
+            self._select_registers(sh, keys, win, out, values, row, k, lo_key, max_key)
+        else:
+            # One pass: the keys of higher bins to output slots [0, above); the crossing bin
+            # to slots [above, k) when all of it is needed, else to the staging.
+            gt = []
+            eq = []
+            for w in cutlass.range_constexpr((nk + 31) // 32):
+                mg = Uint32(0)
+                me = Uint32(0)
+                for i in cutlass.range_constexpr(32 * w, min(32 * w + 32, nk)):
+                    b = bracket_bin(bits[i], vlo, scale, HIST_BINS)
+                    one = Uint32(1 << (i % 32))
+                    mg = mg | Uint32(cutlass.select_(b > cb, one, Uint32(0)))
+                    me = me | Uint32(cutlass.select_(b == cb, one, Uint32(0)))
+                gt.append(mg)
+                eq.append(me)
+            n_gt = Int32(0)
+            n_eq = Int32(0)
+            for w in cutlass.range_constexpr(len(gt)):
+                n_gt = n_gt + Int32(cute.arch.popc(gt[w]))
+                n_eq = n_eq + Int32(cute.arch.popc(eq[w]))
+            slot_gt, slot_eq = packed_warp_slots(sh.ctl.iterator + Ctl.GT, n_gt, n_eq)
+            ea = EmitArgs(out, values, row, k, k, Int32(0), Uint32(0), Uint32(KEY_MAX))
+            self._write_masked(out, values, row, regs, gt, slot_gt)
+            if whole:
+                if cute.arch.vote_any_sync(n_eq > 0):
+                    self._write_masked(out, values, row, regs, eq, above + slot_eq)
+            else:
+                if cute.arch.vote_any_sync(n_eq > 0):
+                    for i in cutlass.range_constexpr(nk):
+                        if (eq[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
+                            sh.stage_bits[slot_eq] = order_key(bits[i])
+                            sh.stage_idx[slot_eq] = regs.pos(i, threads)
+                            slot_eq = slot_eq + 1
+                cute.arch.barrier()
+                if m <= RANK_MAX:
+                    code = Int32(Path.BRACKET_RANK)
+                    if tid // 32 == 0:
+                        self._rank_bin(sh, ea, win, m, above, need)
+                else:
+                    code = Int32(Path.BRACKET_NARROW)
+                    self._narrow_staged(sh, win, out, values, row, k, m, need, above)
         return code
+
+    @cute.jit
+    def _write_masked(self, out, values, row: Int32, regs, masks, slot: Int32):
+        """Write the held slots whose bit is set in ``masks`` (a list of 32-bit words) to
+        consecutive output slots from ``slot`` of output row ``row``: each a predicated
+        store of its window position (and, with values, of its bits), no branch."""
+        cfg = self.cfg
+        width = Int64(out.shape[1])
+        at = out.iterator.toint() + Int64(row) * width * Int64(4)
+        vat = Int64(0)
+        if const_expr(cfg.with_values):
+            vat = values.iterator.toint() + Int64(row) * Int64(values.shape[1]) * Int64(4)
+        for i in cutlass.range_constexpr(len(regs.keys)):
+            bit = (masks[i // 32] >> Uint32(i % 32)) & Uint32(1)
+            offset = Int64(slot) * Int64(4)
+            store_u32_if(at + offset, Uint32(regs.pos(i, cfg.threads)), bit)
+            if const_expr(cfg.with_values):
+                store_u32_if(vat + offset, regs.keys[i], bit)
+            slot = slot + Int32(bit)
 
     @cute.jit
     def _narrow_staged(self, sh, win, out, values, row, k, m, need, above):
@@ -320,28 +428,6 @@ class RegisterTopK:
             cfg, sh, win, Source.STAGE, out, values, row, k, thr, need_eq, count_thr, m,
             values_from=win, gt_start=above,
         )  # fmt: skip
-
-    @cute.jit
-    def _emit_bins(self, sh, ea, regs, win, lo_key, vlo, scale, first_bin: Int32):
-        """Write every register key ``>= lo_key`` whose bin is ``>= first_bin`` into
-        consecutive output slots from ``ctl[GT]``: a counting pass, one shared atomic per
-        warp for the warp's slots, then a writing pass (the bins recomputed each time: no
-        per-slot state outlives a pass at the 64-register budget, and the one cursor word is
-        not hit once per slot by every warp)."""
-        cfg = self.cfg
-        keys = regs.keys
-        cnt = Int32(0)
-        for i in cutlass.range_constexpr(len(keys)):
-            inside, b = _binned(keys[i], lo_key, vlo, scale)
-            cnt = cnt + cutlass.select_(inside & (b >= first_bin), 1, 0)
-        if cute.arch.vote_any_sync(cnt > 0):
-            slot = warp_slots(sh.ctl.iterator + Ctl.GT, cnt)
-            for i in cutlass.range_constexpr(len(keys)):
-                inside, b = _binned(keys[i], lo_key, vlo, scale)
-                if inside & (b >= first_bin):
-                    pos = regs.pos(i, cfg.threads)
-                    write_slot(cfg, ea, slot, pos, position_reader(cfg, win, pos))
-                    slot = slot + 1
 
     @cute.jit
     def _staged_range(self, sh, m: Int32):
@@ -381,13 +467,17 @@ class RegisterTopK:
             write_slot(self.cfg, ea, above + rank, pos, position_reader(self.cfg, win, pos))
 
     @cute.jit
-    def _sampled(self, sh, regs, win, out, values, paths, row: Int32, k: Int32, max_key: Uint32):
-        """The sampled path, for rows the bracket cannot serve (``register_model`` step 3)."""
+    def _sampled(
+        self, sh, regs, win, out, values, paths, row: Int32, k: Int32, max_key: Uint32,
+        s_valid: Int32,
+    ):  # fmt: skip
+        """The sampled path, for rows the bracket cannot serve (``register_model`` step 3);
+        ``regs`` holds canonical keys, ``s_valid`` the row's valid sample keys."""
         cfg = self.cfg
         threads = cfg.threads
         lane = cute.arch.lane_idx()
         keys = regs.keys
-        plan = register_plan(win.n, k, sh.ctl[_SVALID], cfg.aim_mult, DEVICE_OPS)
+        plan = register_plan(win.n, k, s_valid, cfg.aim_mult, DEVICE_OPS)
         # ---- rung, then the keys at or above it staged (all of them counted)
         code = Int32(Path.UNSAMPLED)
         if not plan.unsampled:
