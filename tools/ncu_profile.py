@@ -171,8 +171,16 @@ def run(rows_override=None, only=None) -> None:
 
     g = torch.Generator(device="cuda").manual_seed(7)
     calls = []
+
+    def wanted(name: str) -> bool:
+        return not only or any(o in name for o in only)
+
     for label, rows, n, k in CELLS:
         rows = rows_override or rows
+        if not (
+            wanted(f"gvr {label} b={rows} n={n} k={k}") or wanted(f"gvr2 b={rows} n={n} k={k}")
+        ):
+            continue
         x = torch.randn(rows, n, device="cuda", generator=g)
         kv = torch.full((rows,), n, dtype=torch.int32, device="cuda")
         out_g = torch.empty((rows, k), dtype=torch.int32, device="cuda")
@@ -194,6 +202,9 @@ def run(rows_override=None, only=None) -> None:
         calls += [(f"gvr {label} b={rows} n={n} k={k}", a), (f"gvr2 b={rows} n={n} k={k}", b)]
     for threads, vecs, cluster, smem, preload, rows, n, k in FLOORS:
         rows = rows_override or rows
+        tag = f"floor {threads}x{vecs} c{cluster} smem{smem} pre{int(preload)}"
+        if not wanted(f"{tag} b={rows} n={n} k={k}"):
+            continue
         fn = _compile_floor(threads, vecs, cluster, smem, preload)
         x = torch.randn(rows, n, device="cuda", generator=g)
         kv = torch.full((rows,), n, dtype=torch.int32, device="cuda")
@@ -206,7 +217,6 @@ def run(rows_override=None, only=None) -> None:
         f()
         torch.cuda.synchronize()
         assert bool((out[:, :k] == torch.arange(k, device="cuda")).all())
-        tag = f"floor {threads}x{vecs} c{cluster} smem{smem} pre{int(preload)}"
         calls.append((f"{tag} b={rows} n={n} k={k}", f))
     from gvr_kernels.register import RegisterConfig
     from gvr_kernels.routing import Route
@@ -216,6 +226,8 @@ def run(rows_override=None, only=None) -> None:
     for threads, vecs, bracket, rows, n, k in FORCED:
         rows = rows_override or rows
         cfg = RegisterConfig(threads=threads, vecs=vecs, bracket=bracket)
+        if not wanted(f"forced {cfg.name} b={rows} n={n} k={k}"):
+            continue
         route = Route(config=cfg, parts=1, grid=rows, workspace_words=0, n_env=n)
         x = torch.randn(rows, n, device="cuda", generator=g)
         kv = torch.full((rows,), n, dtype=torch.int32, device="cuda")
@@ -230,8 +242,7 @@ def run(rows_override=None, only=None) -> None:
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     for _ in range(200):
         a @ a
-    if only:
-        calls = [(n, f) for n, f in calls if any(o in n for o in only)]
+    calls = [(name, f) for name, f in calls if wanted(name)]
     torch.cuda.synchronize()
     for name, _ in calls:
         print("plan:", name)
