@@ -168,12 +168,13 @@ def _register_core(
     run one 512-thread CTA per SM (128 registers) or stream.
 
     The bracket histogram path (``RegisterConfig.bracket``) is built for every shape of at
-    most ``BRACKET_MAX_VECS`` vectors a thread.
+    most ``BRACKET_MAX_VECS`` vectors a thread while K is at most a quarter of the envelope
+    (at K = 2048 on 4,096 scores the radix selection over the registers measured faster).
     """
     reg = _register_shape(spec, rows, n_env, mode, with_values, deterministic)
     if reg is None:
         return None
-    return replace(reg, bracket=reg.vecs <= BRACKET_MAX_VECS)
+    return replace(reg, bracket=reg.vecs <= BRACKET_MAX_VECS and 4 * k <= n_env)
 
 
 def _register_shape(

@@ -59,6 +59,7 @@ from ..device.keys import KEY_MAX, order_key
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
 from ..device.memory import count_shared, load_scalar, load_vec4, store_u32_if
 from ..device.ops import DEVICE_OPS, umax, umin
+from ..device.sampling import thread_sample_key
 from ..device.select import (
     emit_rule,
     narrow,
@@ -189,34 +190,50 @@ class RegisterTopK:
         tail_bits = load_scalar(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))))
         self._zero_shared(sh)
 
-        # ---- the held scores as float32 bits, -inf outside the window
         p0 = tid * 4 - lead
-        bits = []
-        for j in cutlass.range_constexpr(cfg.vecs):
-            for q in cutlass.range_constexpr(4):
-                ok = self._slot_ok(j, q, p0, nvec)
-                bits.append(Uint32(cutlass.select_(ok, raw[j][q], Uint32(NEG_INF_BITS))))
-        bits.append(Uint32(cutlass.select_(tail_ok, tail_bits, Uint32(NEG_INF_BITS))))
-        regs = RegisterRow(bits, p0, t_pos)
-
-        # ---- per thread: the largest score (NaN-propagating), the smallest of window
-        # positions [0, k) it holds, its sample key; per warp: their reductions, to shared
-        # memory (one word each per warp, no atomics), then one barrier.
-        tmax = bits[0]
-        for i in cutlass.range_constexpr(1, len(bits)):
-            tmax = fmax_nan(tmax, bits[i])
+        regs = None
+        tkey = Uint32(0)
         first = Uint32(POS_INF_BITS)
-        for i in cutlass.range_constexpr(len(bits)):
-            if const_expr(self._may_lead(i)):
-                pos = regs.pos(i, threads)
-                mine = (pos >= 0) & (pos < k)
-                if const_expr(i == len(bits) - 1):
-                    mine = mine & tail_ok
-                else:
-                    mine = mine & (tid + (i // 4) * threads < nvec)
-                first = fmin(first, Uint32(cutlass.select_(mine, bits[i], Uint32(POS_INF_BITS))))
-        tkey = order_key(tmax)
-        sample_key = self._sample_key(bits, p0, nvec)
+        if const_expr(cfg.bracket):
+            # ---- the held scores as float32 bits, -inf outside the window; per thread the
+            # largest (NaN-propagating) and the smallest of window positions [0, k) it holds
+            bits = []
+            for j in cutlass.range_constexpr(cfg.vecs):
+                for q in cutlass.range_constexpr(4):
+                    ok = self._slot_ok(j, q, p0, nvec)
+                    bits.append(Uint32(cutlass.select_(ok, raw[j][q], Uint32(NEG_INF_BITS))))
+            bits.append(Uint32(cutlass.select_(tail_ok, tail_bits, Uint32(NEG_INF_BITS))))
+            regs = RegisterRow(bits, p0, t_pos)
+            tmax = bits[0]
+            for i in cutlass.range_constexpr(1, len(bits)):
+                tmax = fmax_nan(tmax, bits[i])
+            for i in cutlass.range_constexpr(len(bits)):
+                if const_expr(self._may_lead(i)):
+                    pos = regs.pos(i, threads)
+                    mine = (pos >= 0) & (pos < k)
+                    if const_expr(i == len(bits) - 1):
+                        mine = mine & tail_ok
+                    else:
+                        mine = mine & (tid + (i // 4) * threads < nvec)
+                    low = Uint32(cutlass.select_(mine, bits[i], Uint32(POS_INF_BITS)))
+                    first = fmin(first, low)
+            tkey = order_key(tmax)
+            sample_key = self._sample_key(bits, p0, nvec)
+        else:
+            # ---- the held scores as canonical order keys, 0 outside the window
+            keys = []
+            for j in cutlass.range_constexpr(cfg.vecs):
+                for q in cutlass.range_constexpr(4):
+                    ok = self._slot_ok(j, q, p0, nvec)
+                    keys.append(Uint32(cutlass.select_(ok, order_key(raw[j][q]), Uint32(0))))
+            keys.append(Uint32(cutlass.select_(tail_ok, order_key(tail_bits), Uint32(0))))
+            regs = RegisterRow(keys, p0, t_pos)
+            tkey = keys[0]
+            for i in cutlass.range_constexpr(1, len(keys)):
+                tkey = umax(tkey, keys[i])
+            sample_key = thread_sample_key(cfg.vecs, keys)
+        # ---- per warp: the reductions, to shared memory (one word each per warp, no
+        # atomics), then one barrier.
         sh.sample[tid] = sample_key
         valid = sample_key != Uint32(0)
         n_valid = Int32(cute.arch.popc(cute.arch.vote_ballot_sync(valid)))
@@ -227,17 +244,19 @@ class RegisterTopK:
             same = Int32(cute.arch.popc(cute.arch.match_sync(0xFFFFFFFF, sample_key, "any")))
             same = Int32(cute.arch.warp_redux_sync(cutlass.select_(valid, same, 0), "max"))
         w_max = Uint32(cute.arch.warp_redux_sync(tkey, "umax"))
-        w_first = Uint32(cute.arch.warp_redux_sync(order_key(first), "umin"))
-        # Over the threads that hold a score (tid < nvec): each maximum is a distinct score,
-        # so with at least k such threads the smallest of them bounds k keys too.
-        w_tmin = Uint32(cute.arch.warp_redux_sync(
-            Uint32(cutlass.select_(tid < nvec, tkey, Uint32(KEY_MAX))), "umin"
-        ))  # fmt: skip
         if lane == 0:
             sh.wstat[warp_id * 4 + 0] = w_max
-            sh.wstat[warp_id * 4 + 1] = w_first
-            sh.wstat[warp_id * 4 + 2] = w_tmin
             sh.wstat[warp_id * 4 + 3] = Uint32(n_valid | (same << 16))
+        if const_expr(cfg.bracket):
+            w_first = Uint32(cute.arch.warp_redux_sync(order_key(first), "umin"))
+            # Over the threads that hold a score (tid < nvec): each maximum is a distinct
+            # score, so with at least k such threads the smallest of them bounds k keys too.
+            w_tmin = Uint32(cute.arch.warp_redux_sync(
+                Uint32(cutlass.select_(tid < nvec, tkey, Uint32(KEY_MAX))), "umin"
+            ))  # fmt: skip
+            if lane == 0:
+                sh.wstat[warp_id * 4 + 1] = w_first
+                sh.wstat[warp_id * 4 + 2] = w_tmin
         cute.arch.barrier()
         # Every warp reduces the warps' words (lane w reads warp w's): uniform results.
         mine = lane < threads // 32
@@ -265,11 +284,12 @@ class RegisterTopK:
                 )
                 self._record(paths, row, code)
             else:
-                keys = self._keys(regs, nvec, tail_ok)
-                self._sampled(sh, keys, win, out, values, paths, row, k, max_key, s_valid)
+                self._sampled(
+                    sh, self._keys(regs, nvec, tail_ok), win, out, values, paths, row, k,
+                    max_key, s_valid,
+                )  # fmt: skip
         else:
-            keys = self._keys(regs, nvec, tail_ok)
-            self._sampled(sh, keys, win, out, values, paths, row, k, max_key, s_valid)
+            self._sampled(sh, regs, win, out, values, paths, row, k, max_key, s_valid)
 
     def _may_lead(self, i: int) -> bool:
         """Whether register slot ``i`` can hold a window position below the largest K (the
