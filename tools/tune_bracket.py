@@ -1,15 +1,17 @@
 """Raw kernel times of the register-resident family with and without the bracket histogram
-path (``RegisterConfig.bracket``) beside gvr_2 on the same tensors, on the H200, for the
-routing rule in ``gvr_kernels.routing`` (results: ``benchmarks/results/h200/tune_bracket.log``)::
+path (``RegisterConfig.bracket``), on the H200, for the routing rule in
+``gvr_kernels.routing`` (results: ``benchmarks/results/h200/tune_bracket.log``)::
 
     python3 tools/tune_bracket.py > tune_bracket.log
 
-Each configuration is exported ahead of time (in parallel, into ``/tmp/aot_tune_bracket``),
-then launched directly (``gvr_kernels.abi.KernelArgs``) on gaussian float32 rows of full
-length; one CUDA-event median of 60 launches per cell, the L2 flushed before each, after a
-short bf16 matmul warm-up. gvr_2 (FlashInfer's ``top_k_varlen(backend="gvr_2",
-skip_check=True)``, when it is importable) runs on the same tensors in the same loop. Every
-kernel's answer on each cell is checked against ``torch.topk`` once before it is timed.
+Each configuration is exported ahead of time (in parallel, into ``/tmp/aot_tune_bracket``;
+loading the exports needs the CuTe DSL runtime library on ``LD_LIBRARY_PATH``), then
+launched directly (``gvr_kernels.abi.KernelArgs``) on gaussian float32 rows of full length;
+one CUDA-event median of 60 launches per cell, the L2 flushed before each, after a short
+bf16 matmul warm-up. Every kernel's answer on each cell is checked against ``torch.topk``
+once before it is timed (a ``!`` marks an inexact one). Side-by-side comparisons with gvr_2
+are ``benchmarks/bench_topk.py``'s (its Python entry point costs tens of microseconds per
+eager call here, which a raw-kernel loop would charge to it).
 """
 
 from __future__ import annotations
@@ -59,10 +61,6 @@ def main() -> None:
     from gvr_kernels.abi import KernelArgs
     from gvr_kernels.testing import KernelProvider
 
-    try:
-        from flashinfer.topk_varlen.topk_varlen import top_k_varlen
-    except ImportError:
-        top_k_varlen = None
     kp = KernelProvider(aot)
     flush = torch.empty(2 * 60 * 2**20 // 4, dtype=torch.float32, device="cuda")
 
@@ -83,14 +81,6 @@ def main() -> None:
                     got = torch.sort(torch.gather(lg, 1, out.long()), dim=1).values
                     return bool(torch.equal(got, want))
 
-                if top_k_varlen is not None:
-
-                    def g2(lg=lg, kv=kv, k=k, out=out):
-                        top_k_varlen(lg, kv, k, backend="gvr_2", skip_check=True, out_indices=out)
-
-                    g2()
-                    ok = exact()
-                    row.append(f"gvr2:{timeit(g2, flush, 60):.1f}{'' if ok else '!'}")
                 for cfg in configs(n):
                     f = kp.get(cfg)
                     args = KernelArgs(

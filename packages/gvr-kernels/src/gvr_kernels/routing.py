@@ -33,17 +33,16 @@ The tuning constants below were measured on an H200 (``tools/device_streaming.py
   serve rows that run side by side and keep the cheaper sample (1-2 us less at b <= 128).
 
 The register-resident family's bracket histogram path (``RegisterConfig.bracket``: one
-2048-bin histogram of the held keys instead of the sampled rung, staging and radix levels)
-is built for the 512 x 4 shape (envelopes 4,097-8,192) at ``k >= BRACKET_MIN_K`` (2048),
-the only cells where it measured as fast or faster in both runs of
-``tools/tune_bracket.py`` (``tune_bracket.log``; n = 8,192, K = 2048, one CTA per SM:
-8.8 / 10.1 / 11.9 against 11.6 / 12.6 / 13.3 us at b = 1 / 32 / 128 in one run, 13.4 /
-13.5 / 14.4 against 13.9 / 13.3 / 15.3 in the other; b = 512 on two CTAs per SM 25.7 / 26.0
-against 27.7 / 26.6). At K = 512 and 1024 and for the other shapes it measured even or
-slower (n = 16,384, b = 512 on 1024 x 4: 41-45 against 35-44 us): its histogram takes one
-shared atomic per held key where the sampled path stages only the few thousand above its
-rung, so the barriers it saves do not pay; with eight vectors a thread at 64 registers it
-also spills. Those shapes keep the sampled path (``bracket=False``).
+2048-bin histogram of the held scores instead of the sampled rung, staging and radix levels)
+is built for every shape of at most ``BRACKET_MAX_VECS`` (4) vectors a thread while K is at
+most a quarter of the envelope (``tools/tune_bracket.py``, ``tune_bracket.log``, run 3, and
+the decode grid ``bench_grid_lean.json``): n = 4,096 at b = 1 takes 5.2 / 5.5 us of kernel
+time for K = 512 / 1024 (ncu; the sampled path 6.2 / 9.6), and at b = 512 14.6 / 14.7 us
+against 15.9 / 17.8 (raw kernel times); at n = 16,384 on 1024 x 4 the two paths measure
+even (8.9 against 9.3 us, ncu, b = 1). At K = 2048 on 4,096 scores the radix selection over
+the registers measured faster (15.4 against 16.8 us at b = 512), and with eight vectors a
+thread the bracket code spills at 64 registers; those configurations keep the sampled path
+(``bracket=False``).
 
 The cluster-register family (``gvr_kernels.cluster``: one thread-block cluster per row, the
 row in the registers of its CTAs, the sample and the survivors through DSMEM) serves float32

@@ -5,16 +5,21 @@ Per row (decisions and their CPU model: ``gvr_reference.register_model``):
 1. **Window** as in the streaming family; rows with ``n <= k`` write the identity then ``-1``.
 2. **Load.** Each thread issues its ``vecs`` 16-byte loads (vector ``tid + j * threads``) and
    warp 0 the 0-3 tail scores, all before any is used: the row is read once, in one round
-   trip. Keys of slots outside the window are 0, which no selection range contains.
-3. **Bracket** (configurations built with ``bracket=True``). The row's largest key and the
-   bracket's low key (the smallest of window positions ``[0, k)``, or the smallest
-   per-thread maximum when that is higher and ``k`` threads hold a score) map every key at
-   or above the low key to one of 2048 bins by monotone IEEE float arithmetic
-   (``device.bracket``); the CTA finds the crossing bin for ``k`` and writes every key of a
-   higher bin; the crossing bin is written whole, ranked by warp 0 (at most 32 keys),
-   narrowed from the staging, or (more keys than the staging holds) selected from the
-   registers. Rows whose ends are not finite, whose scale overflows, or whose sample shows a
-   crowd of one key take the sampled path.
+   trip. Slots outside the window hold ``-inf`` bits on the bracket path and key 0 on the
+   sampled path, which no selection range contains. Per-warp reductions of the row's ends
+   (and the sample count and crowd test) go to shared words; one barrier, then every warp
+   reduces the warps' words itself.
+3. **Bracket** (configurations built with ``bracket=True``). The scores stay float32 bits.
+   The row's largest score and the bracket's low key (the smallest of window positions
+   ``[0, k)``, or the smallest per-thread maximum when that is higher and ``k`` threads hold
+   a score) map every held score to one of 2048 bins by monotone IEEE float arithmetic
+   (``device.bracket``; bin 0: below the bracket, not counted) in one branch-free counting
+   pass; the CTA finds the crossing bin for ``k``; one emission pass writes every score of a
+   higher bin with predicated stores (slots for both bit masks from one packed atomic per
+   warp); the crossing bin is written whole, ranked by warp 0 (at most 32 keys), narrowed
+   from the staging, or (more keys than the staging holds) selected from the registers.
+   Rows whose ends are not finite (a NaN or an infinity at the top), whose scale overflows,
+   or whose sample shows a crowd of one key take the sampled path.
 4. **Sample and rung.** One slot per thread, spread over the whole row, goes to shared memory;
    a radix narrowing over it gives the rung ``T`` (skipped for rows with ``n <= 2 aim``).
 5. **Stage** the keys ``>= T`` with their positions (warp-aggregated slots, every one counted
@@ -28,12 +33,12 @@ Per row (decisions and their CPU model: ``gvr_reference.register_model``):
 A row whose vectors do not fit the CTA (an envelope below the row) is selected exactly by the
 streaming family's whole-row radix selection, reading from global memory.
 
-Barriers on the critical path: a bracket row 1 (shared words zeroed, loads in flight) + 1
-(ends, max key and sample published) + 1 (histogram) + 2 (crossing), + 1 (staging) when the
-crossing bin is ranked or narrowed (+ 1 for its key range, 2 per level and 2 for the emission
-when narrowed, more for the deterministic tie narrowing); a
-sampled row 1 + 1 + 2 per rung level + 1 (staging) + 2 per selection level + 1 (cursors
-zeroed) + 1 (emission done); a row of ``n <= 2 aim`` skips the rung and the staging.
+Barriers on the critical path: a bracket row 1 (the ends, shared words zeroed meanwhile) + 1
+(histogram) + 2 (crossing), + 1 (staging) when the crossing bin is ranked or narrowed (+ 1
+for its key range, 2 per level and 2 for the emission when narrowed, more for the
+deterministic tie narrowing); a sampled row 1 + 2 per rung level + 1 (staging) + 2 per
+selection level + 1 (cursors zeroed) + 1 (emission done); a row of ``n <= 2 aim`` skips the
+rung and the staging.
 """
 
 from __future__ import annotations
