@@ -26,32 +26,43 @@ def cells():
     return [(n, k) for n in NS for k in KS]
 
 
-def run() -> None:
+def checked_pair(x, kv, k: int):
+    """Two callables on decode rows ``x`` (lengths ``kv``): GVR (``gvr_dispatch.topk_decode``)
+    and gvr_2 (``top_k_varlen(backend="gvr_2", skip_check=True)``), each run twice and its
+    answer checked against ``torch.topk`` before they are returned."""
     import gvr_dispatch as gvr
     import torch
     from flashinfer.topk_varlen.topk_varlen import top_k_varlen
+
+    rows = x.shape[0]
+    out_g = torch.empty((rows, k), dtype=torch.int32, device=x.device)
+    out_u = torch.empty((rows, k), dtype=torch.int32, device=x.device)
+
+    def a():
+        gvr.topk_decode(x, kv, k, out=out_g, max_seq_len=x.shape[1])
+
+    def b():
+        top_k_varlen(x, kv, k, backend="gvr_2", skip_check=True, out_indices=out_u)
+
+    for f in (a, b, a, b):
+        f()
+    torch.cuda.synchronize()
+    want = torch.sort(torch.topk(x, k).values).values
+    for out in (out_g, out_u):
+        got = torch.sort(torch.gather(x, 1, out.long())).values
+        assert torch.equal(got, want), (tuple(x.shape), k)
+    return a, b
+
+
+def run() -> None:
+    import torch
 
     g = torch.Generator(device="cuda").manual_seed(1)
     calls = []
     for n, k in cells():
         x = torch.randn(1, n, device="cuda", generator=g)
         kv = torch.full((1,), n, dtype=torch.int32, device="cuda")
-        out_g = torch.empty((1, k), dtype=torch.int32, device="cuda")
-        out_u = torch.empty((1, k), dtype=torch.int32, device="cuda")
-
-        def a(x=x, kv=kv, k=k, out=out_g):
-            gvr.topk_decode(x, kv, k, out=out, max_seq_len=x.shape[1])
-
-        def b(x=x, kv=kv, k=k, out=out_u):
-            top_k_varlen(x, kv, k, backend="gvr_2", skip_check=True, out_indices=out)
-
-        for f in (a, b, a, b):
-            f()
-        torch.cuda.synchronize()
-        want = torch.sort(torch.topk(x, k).values).values
-        for out in (out_g, out_u):
-            got = torch.sort(torch.gather(x, 1, out.long())).values
-            assert torch.equal(got, want), (n, k)
+        a, b = checked_pair(x, kv, k)
         calls += [(f"gvr n={n} k={k}", a), (f"gvr2 n={n} k={k}", b)]
     torch.cuda.synchronize()
     torch.cuda.profiler.start()

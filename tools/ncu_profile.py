@@ -25,6 +25,9 @@ import csv
 import io
 import re
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 #: (label, rows, n, k): one wave of CTAs or clusters of the routed shape of each cell.
 CELLS = [
@@ -165,9 +168,8 @@ def _compile_floor(threads: int, vecs: int, cluster: int = 1, smem: int = 0, pre
 
 
 def run(rows_override=None, only=None) -> None:
-    import gvr_dispatch as gvr
     import torch
-    from flashinfer.topk_varlen.topk_varlen import top_k_varlen
+    from ncu_b1 import checked_pair
 
     g = torch.Generator(device="cuda").manual_seed(7)
     calls = []
@@ -183,22 +185,7 @@ def run(rows_override=None, only=None) -> None:
             continue
         x = torch.randn(rows, n, device="cuda", generator=g)
         kv = torch.full((rows,), n, dtype=torch.int32, device="cuda")
-        out_g = torch.empty((rows, k), dtype=torch.int32, device="cuda")
-        out_u = torch.empty((rows, k), dtype=torch.int32, device="cuda")
-
-        def a(x=x, kv=kv, k=k, out=out_g):
-            gvr.topk_decode(x, kv, k, out=out, max_seq_len=x.shape[1])
-
-        def b(x=x, kv=kv, k=k, out=out_u):
-            top_k_varlen(x, kv, k, backend="gvr_2", skip_check=True, out_indices=out)
-
-        for f in (a, b, a, b):
-            f()
-        torch.cuda.synchronize()
-        want = torch.sort(torch.topk(x, k).values).values
-        for out in (out_g, out_u):
-            got = torch.sort(torch.gather(x, 1, out.long())).values
-            assert torch.equal(got, want), (label, n, k)
+        a, b = checked_pair(x, kv, k)
         calls += [(f"gvr {label} b={rows} n={n} k={k}", a), (f"gvr2 b={rows} n={n} k={k}", b)]
     for threads, vecs, cluster, smem, preload, rows, n, k in FLOORS:
         rows = rows_override or rows
