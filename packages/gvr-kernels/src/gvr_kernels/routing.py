@@ -40,8 +40,9 @@ the decode grid ``bench_grid_lean.json``): n = 4,096 at b = 1 takes 5.2 / 5.5 us
 time for K = 512 / 1024 (ncu; the sampled path 6.2 / 9.6), and at b = 512 14.6 / 14.7 us
 against 15.9 / 17.8 (raw kernel times); at n = 16,384 on 1024 x 4 the two paths measure
 even (8.9 against 9.3 us, ncu, b = 1). At K = 2048 on 4,096 scores the radix selection over
-the registers measured faster (15.4 against 16.8 us at b = 512), and with eight vectors a
-thread the bracket code spills at 64 registers; those configurations keep the sampled path
+the registers measured faster (15.4 against 16.8 us at b = 512); with eight vectors a
+thread the bracket code spills at 64 registers, and with four at 64 registers it spills in
+the prefill and full modes and with values; those configurations keep the sampled path
 (``bracket=False``).
 
 The cluster-register family (``gvr_kernels.cluster``: one thread-block cluster per row, the
@@ -168,12 +169,18 @@ def _register_core(
 
     The bracket histogram path (``RegisterConfig.bracket``) is built for every shape of at
     most ``BRACKET_MAX_VECS`` vectors a thread while K is at most a quarter of the envelope
-    (at K = 2048 on 4,096 scores the radix selection over the registers measured faster).
+    (at K = 2048 on 4,096 scores the radix selection over the registers measured faster),
+    except where its code spills (the compile audit): at four vectors a thread and 64
+    registers (1024 x 4, or 512 x 4 at two CTAs per SM) only decode rows without values
+    take it.
     """
     reg = _register_shape(spec, rows, n_env, mode, with_values, deterministic)
     if reg is None:
         return None
-    return replace(reg, bracket=reg.vecs <= BRACKET_MAX_VECS and 4 * k <= n_env)
+    fits = (
+        reg.vecs <= 2 or reg.threads * reg.resident <= 512 or (mode == "decode" and not with_values)
+    )
+    return replace(reg, bracket=reg.vecs <= BRACKET_MAX_VECS and 4 * k <= n_env and fits)
 
 
 def _register_shape(

@@ -44,11 +44,10 @@ class Ctl:
     CODE = 11  # streaming: the row's path code so far, kept here across the streaming pass
     THR = 12  # streaming: the rung, kept here across the streaming pass (Uint32 bits)
     N = 13  # streaming: the row length, kept here across the streaming pass
-    LOKEY = 14  # register family, bracket: complement of its low key (atomic max of ~key)
+    VLO = 14  # register family, bracket: float32 bits of its low end (reread by the emission)
     CMIN = 15  # register family, bracket: complement of the crossing bin's smallest key
     CMAX = 16  # register family, bracket: the crossing bin's largest key
-    CROWD = 17  # register family: warps whose sample holds one key CROWD_MIN times
-    TMAXMIN = 18  # register family, bracket: complement of the smallest per-thread maximum
+    SCALE = 17  # register family, bracket: float32 bits of its scale (reread by the emission)
 
 
 class Source:

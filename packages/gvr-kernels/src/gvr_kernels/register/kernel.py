@@ -364,8 +364,16 @@ class RegisterTopK:
         for i in cutlass.range_constexpr(nk):
             b = bracket_bin(bits[i], vlo, scale, HIST_BINS)
             count_shared(cutlass.select_(b != 0, hist + b * 4, spill))
+        if tid == 0:
+            sh.ctl[Ctl.VLO] = Int32(vlo)
+            sh.ctl[Ctl.SCALE] = Int32(scale)
         cute.arch.barrier()
         cb, above, m = find_crossing_cta(sh.hist, sh.wsum, sh.ctl, HIST_BINS, threads, k)
+        # The emission recomputes every bin from the bracket read back from shared memory:
+        # the same values, so the same bins, but no register holds a counting pass's bin
+        # across the crossing search (at four vectors a thread that would spill).
+        vlo = Uint32(sh.ctl[Ctl.VLO])
+        scale = Uint32(sh.ctl[Ctl.SCALE])
         need = k - above
         whole = m == need
         code = Int32(Path.BRACKET)
