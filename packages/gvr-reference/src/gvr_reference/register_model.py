@@ -11,12 +11,12 @@ exactly once. Per row:
    both are finite values and ``vmax - vlo`` and
    ``scale = (BRACKET_BINS - 2) / (vmax - vlo)`` are finite (:func:`bracket`), every score
    ``v`` of the row goes to bin ``round(max((v - vlo) * scale, -1) + 1)`` computed in IEEE
-   float32 with round-to-nearest and no flush of subnormals, the rounding to an integer
-   done by adding ``2**23`` (:func:`bracket_bins`): scores at or above ``vlo`` land in bins
-   ``1 .. BRACKET_BINS - 1``, scores below it in bin 0 (or, within half a bin of ``vlo``,
-   bin 1), and bin 0 is never counted. Correctly rounded subtraction, multiplication by a
-   positive constant, ``max`` and addition are each monotone, so the bin is a
-   non-decreasing function of the score (equal for ``-0.0`` and ``+0.0``): a bin's scores
+   float32 with round-to-nearest and no flush of subnormals, the ``+ 1`` and the rounding
+   to an integer done by adding ``2**23 + 1`` (:func:`bracket_bins`): scores at or above
+   ``vlo`` land in bins ``1 .. BRACKET_BINS - 1``, scores below it in bin 0 (or, within half
+   a bin of ``vlo``, bin 1), and bin 0 is never counted. Correctly rounded subtraction,
+   multiplication by a positive constant, ``max`` and addition are each monotone, so the bin
+   is a non-decreasing function of the score (equal for ``-0.0`` and ``+0.0``): a bin's scores
    form one contiguous value interval, and the bins order scores exactly as a radix level
    orders keys. The counted bins hold every score ``>= vlo``, so at least ``k``. The float
    arithmetic only decides how finely the scores are spread, never which are selected.

@@ -80,8 +80,9 @@ def _bin(bits: Uint32, vlo: Uint32, scale: Uint32, *, loc=None, ip=None) -> Uint
         "{ .reg .f32 d; sub.rn.f32 d, $1, $2; mul.rn.f32 d, d, $3; max.f32 d, d, 0fBF800000; "
         "add.rn.f32 $0, d, 0f4B000001; }",
         "=r,r,r,r",
-        # Volatile: recomputed in every pass rather than kept live across the barriers
-        # between the histogram and the emission (a register per slot would spill).
+        # Volatile, so it is not hoisted; the register family's emission pass also feeds it
+        # the bracket reread from shared memory, or ptxas keeps each counting-pass bin live
+        # across the crossing search (a register per slot, which spills at 64 registers).
         has_side_effects=True,
         loc=loc,
         ip=ip,

@@ -100,16 +100,9 @@ def warp_slots(cursor, cnt: Int32, scope: cutlass.Constexpr = None) -> Int32:
 @cute.jit
 def packed_warp_slots(cursor, cnt_lo: Int32, cnt_hi: Int32):
     """This lane's first slots of two runs (``cnt_lo`` and ``cnt_hi`` consecutive ones) taken
-    from two counters packed in the shared word at ``cursor`` (low and high 16 bits), by the
-    whole warp (called by all 32 lanes) with one atomic. Exact while the low counter's total
-    over the CTA stays below ``2**16`` (no carry into the high half) and the high one's below
+    from two counters packed in the shared word at ``cursor`` (low and high 16 bits): one
+    :func:`warp_slots` on the packed counts. Exact while the low counter's total over the
+    CTA stays below ``2**16`` (no carry into the high half) and the high one's below
     ``2**16``: the callers count at most K (<= 2048) and one row's keys (< 2**16)."""
-    lane = cute.arch.lane_idx()
-    packed = cnt_lo | (cnt_hi << 16)
-    incl = warp.inclusive_sum(packed)
-    total = warp.broadcast(incl, Int32(31))
-    base = Int32(0)
-    if lane == 31:
-        base = cute.arch.atomic_add(cursor, total)
-    first = warp.broadcast(base, Int32(31)) + incl - packed
+    first = warp_slots(cursor, cnt_lo | (cnt_hi << 16))
     return first & Int32(0xFFFF), Int32(Uint32(first) >> Uint32(16))
