@@ -64,29 +64,31 @@ def register_configs() -> list:
 
 
 def cluster_configs() -> list:
-    """The cluster-register configurations the device tests and the tune table use."""
+    """The cluster-register configurations the device tests and the tune table use (each
+    shape with and without the bracket path)."""
     from gvr_kernels.cluster import ClusterConfig
 
-    tests = [(4, 512, 4), (8, 512, 4), (4, 1024, 4), (2, 1024, 4), (8, 1024, 4)]
-    tune = [(2, 512, 4), (2, 1024, 2)]
+    routed = [(4, 512, 4), (8, 512, 4), (4, 1024, 4)]
+    tests = routed + [(2, 1024, 4), (8, 1024, 4)]
     out = {}
-    for c, t, v in tests + tune:
-        out[ClusterConfig(cluster=c, threads=t, vecs=v)] = None
-    for i, (c, t, v) in enumerate(tests):
-        base = ClusterConfig(cluster=c, threads=t, vecs=v)
-        variants = [replace(base, record_paths=True)]
-        if i < 3:
-            variants += [
-                replace(base, record_paths=True, capacity=4096),
-                replace(base, with_values=True),
-                replace(base, with_values=True, deterministic=True),
-                replace(base, mode="prefill", with_values=True),
-                replace(base, mode="prefill", with_values=True, deterministic=True),
-                replace(base, mode="full"),
-                replace(base, mode="prefill", record_paths=True),
-            ]
-        for cfg in variants:
-            out[cfg] = None
+    for br in (True, False):
+        for c, t, v in tests:
+            base = ClusterConfig(cluster=c, threads=t, vecs=v, bracket=br)
+            variants = [base, replace(base, record_paths=True)]
+            if (c, t, v) in routed:
+                variants += [
+                    replace(base, record_paths=True, capacity=4096),
+                    replace(base, with_values=True),
+                    replace(base, with_values=True, deterministic=True),
+                    replace(base, mode="prefill", with_values=True),
+                    replace(base, mode="prefill", with_values=True, deterministic=True),
+                    replace(base, mode="full"),
+                    replace(base, mode="prefill", record_paths=True),
+                ]
+                forced = replace(base, capacity=2048, with_values=True, record_paths=True)
+                variants += [forced, replace(forced, deterministic=True)]
+            for cfg in variants:
+                out[cfg] = None
     return list(out)
 
 

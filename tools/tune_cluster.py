@@ -4,6 +4,8 @@ without it, on the H200, for the routing rule in ``gvr_kernels.routing`` (result
 
     python3 tools/tune_cluster.py > tune_cluster.log
 
+Each shape runs twice: with the bracket path (``b``) and with the sampled path only (``s``).
+
 Each configuration is exported ahead of time (in parallel, into ``/tmp/aot_tune_cluster``),
 then launched directly (``gvr_kernels.abi.KernelArgs``) on gaussian float32 rows of full
 length; one CUDA-event median of 40 launches per cell, the L2 flushed before each, after a
@@ -17,13 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-#: (cluster, threads, vecs) shapes tried per row length.
+#: (cluster, threads, vecs) shapes tried per row length, each with the bracket path and
+#: with the sampled path only.
 SHAPES = {
-    16384: [(2, 512, 4), (2, 1024, 2)],
     32768: [(2, 1024, 4), (4, 512, 4)],
     65536: [(4, 1024, 4), (8, 512, 4)],
     131072: [(8, 1024, 4)],
 }
+BRACKET = (True, False)
 BATCHES = (1, 8, 16, 32)
 KS = (512, 1024, 2048)
 OUT = "/tmp/aot_tune_cluster"
@@ -49,9 +52,10 @@ def main() -> None:
     from gvr_kernels.spec import H200
 
     cases = [
-        (n, ClusterConfig(cluster=c, threads=t, vecs=v))
+        (n, ClusterConfig(cluster=c, threads=t, vecs=v, bracket=br))
         for n, shapes in SHAPES.items()
         for c, t, v in shapes
+        for br in BRACKET
     ]
     base_cfgs = {baseline_route(H200, b, n, k).config for n in SHAPES for b in BATCHES for k in KS}
     # Compile before CUDA is initialised in this process (the pool forks).
@@ -97,9 +101,11 @@ def main() -> None:
                 for c, th, v in shapes:
                     if b * c > spec.sm_count:
                         continue
-                    cfg = ClusterConfig(cluster=c, threads=th, vecs=v)
-                    tc, okc = run(cfg, 1, lg, kv, k)
-                    cells.append(f"x{c}t{th}v{v}: {tc:.1f}{'' if okc else ' INEXACT'}")
+                    for br in BRACKET:
+                        cfg = ClusterConfig(cluster=c, threads=th, vecs=v, bracket=br)
+                        tc, okc = run(cfg, 1, lg, kv, k)
+                        tag = f"x{c}t{th}v{v}{'b' if br else 's'}"
+                        cells.append(f"{tag}: {tc:.1f}{'' if okc else ' INEXACT'}")
                 print(f"n={n} b={b} k={k} | " + " | ".join(cells), flush=True)
 
 

@@ -2,8 +2,9 @@
 
 Every result is checked by the CPU validator of ``gvr_reference`` on fresh random rows (seed
 printed; replay with ``GVR_TEST_SEED``), with ``+3e38`` poison beyond every valid length, for
-each configuration of :data:`SHAPES` forced directly (not through the router), and the path
-every row took is compared with the CPU model (``gvr_reference.cluster_model``).
+each configuration of :data:`SHAPES` forced directly (not through the router), with and
+without the bracket path, and the path every row took is compared with the CPU model
+(``gvr_reference.cluster_model``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 from gvr_reference import validate
 from gvr_reference.cluster_model import ClusterParams, sample_positions, simulate_row
 from gvr_reference.model import Path
+from gvr_reference.oracle import topk_windows
 from gvr_reference.register_model import register_plan
 from gvr_reference.windows import RowWindows
 from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
@@ -23,20 +25,23 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
 ROWS_CHECKED = {"n": 0}
-#: (cluster, threads, vecs): every shape the router uses ...
-ROUTED = [(4, 512, 4), (8, 512, 4), (4, 1024, 4)]
+#: (cluster, threads, vecs, bracket): every shape the router uses, with and without the
+#: bracket path ...
+ROUTED = [(c, t, 4, b) for b in (True, False) for c, t in ((4, 512), (8, 512), (4, 1024))]
 #: ... and the extremes of the family.
-SHAPES = ROUTED + [(2, 1024, 4), (8, 1024, 4)]
+SHAPES = ROUTED + [(2, 1024, 4, True), (8, 1024, 4, True), (2, 1024, 4, False)]
+#: The bracket shapes of :data:`ROUTED`.
+BRACKETED = [s for s in ROUTED if s[3]]
 
 
 def ids(shapes):
-    return [f"x{c}t{t}v{v}" for c, t, v in shapes]
+    return [f"x{c}t{t}v{v}" + ("_bracket" if b else "") for c, t, v, b in shapes]
 
 
-def config(cluster, threads, vecs, **kw):
+def config(cluster, threads, vecs, bracket=False, **kw):
     from gvr_kernels.cluster import ClusterConfig
 
-    return ClusterConfig(cluster=cluster, threads=threads, vecs=vecs, **kw)
+    return ClusterConfig(cluster=cluster, threads=threads, vecs=vecs, bracket=bracket, **kw)
 
 
 def launch(kp, cfg, mode, logits, a, b, k, **kw):
@@ -67,7 +72,7 @@ def test_families_exact(kp, shape, k):
     width = cap + 37
     for i, family in enumerate(FAMILIES):
         batch = make_decode_batch(
-            rng(1, k, *shape, i),
+            rng(1, k, *map(int, shape), i),
             batch=72,
             k=k,
             width=width,
@@ -87,7 +92,7 @@ def test_mtp_and_compression(kp, shape):
     for k, nn, cr in ((512, 2, 1), (1024, 3, 4), (2048, 4, 4), (7, 2, 1)):
         width = cap if cr == 1 else cap - 5
         batch = make_decode_batch(
-            rng(2, k, nn, cr, *shape),
+            rng(2, k, nn, cr, *map(int, shape)),
             batch=32,
             next_n=nn,
             compress_ratio=cr,
@@ -110,7 +115,7 @@ def test_values_and_tie_modes(kp, shape, det):
     for k, family in ((512, "quantized"), (2048, "two_valued"), (1024, "signed_zero")):
         for fam in (family, "nan", "constant", "tie_flood"):
             batch = make_decode_batch(
-                rng(3, k, det, *shape, FAMILIES.index(fam)),
+                rng(3, k, det, *map(int, shape), FAMILIES.index(fam)),
                 batch=64,
                 k=k,
                 width=cap,
@@ -132,7 +137,7 @@ def test_prefill_windows_and_full_rows(kp, shape):
     for k in (512, 2048):
         for det in (False, True):
             batch = make_prefill_batch(
-                rng(4, k, det, *shape),
+                rng(4, k, det, *map(int, shape)),
                 rows=100,
                 k=k,
                 width=cap + 9,
@@ -148,25 +153,33 @@ def test_prefill_windows_and_full_rows(kp, shape):
             )
             check(batch, out, val, det=det)
         dense = make_dense_batch(
-            rng(5, k, *shape), rows=48, k=k, width=cap - 1, row_stride=cap, family="dsa_like"
+            rng(5, k, *map(int, shape)),
+            rows=48,
+            k=k,
+            width=cap - 1,
+            row_stride=cap,
+            family="dsa_like",
         )
         logits = helpers.to_device(dense)[1]
         out, _, _, _ = launch(kp, config(*shape), "full", logits, None, None, k)
         check(dense, out)
 
 
-@pytest.mark.parametrize("shape", ROUTED, ids=ids(ROUTED))
+SAMPLED = [s for s in ROUTED if not s[3]]
+
+
+@pytest.mark.parametrize("shape", SAMPLED, ids=ids(SAMPLED))
 def test_forced_paths_match_the_model(kp, shape):
     """Rows built to reach every path of the family; the kernel's recorded path equals the
     CPU model's and every answer is exact."""
-    cluster, threads, vecs = shape
+    cluster, threads, vecs, _ = shape
     cap = cap_of(shape)
     k = 512
     params = ClusterParams(cluster, threads, vecs, capacity=4096)
     kinds = 9
     b = 6 * kinds
     width = cap + 64
-    g = rng(6, *shape)
+    g = rng(6, *map(int, shape))
     x = g.standard_normal((b, width)).astype(np.float32)
     kv = np.full(b, cap, np.int32)
     for r in range(b):
@@ -196,7 +209,7 @@ def test_forced_paths_match_the_model(kp, shape):
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(b)])
     logits = torch.from_numpy(x).cuda()
-    cfg = config(cluster, threads, vecs, capacity=4096)
+    cfg = config(*shape, capacity=4096)
     out, _, paths, _ = launch(
         kp, cfg, "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True
     )
@@ -227,7 +240,7 @@ def test_prefill_paths_match_the_model(kp, shape):
     params = config(*shape).params
     for k in (512, 2048):
         batch = make_prefill_batch(
-            rng(9, k, *shape), rows=64, k=k, width=cap + 9,
+            rng(9, k, *map(int, shape)), rows=64, k=k, width=cap + 9,
             row_stride=helpers.padded_stride(cap + 9), family="dsa_like", misaligned=True,
         )  # fmt: skip
         logits = helpers.to_device(batch)[1]
@@ -251,7 +264,7 @@ def test_paths_on_value_families(kp, shape):
     k = 2048
     for i, family in enumerate(FAMILIES):
         batch = make_decode_batch(
-            rng(8, *shape, i), batch=16, k=k, width=cap, row_stride=cap, family=family,
+            rng(8, *map(int, shape), i), batch=16, k=k, width=cap, row_stride=cap, family=family,
             lengths="ragged",
         )  # fmt: skip
         logits = helpers.to_device(batch)[1]
@@ -266,9 +279,46 @@ def test_paths_on_value_families(kp, shape):
         assert np.array_equal(got, want), (family, got[got != want][:8], want[got != want][:8])
 
 
+@pytest.mark.parametrize("bracket", [False, True])
+@pytest.mark.parametrize("det", [False, True])
+@pytest.mark.parametrize("shape", BRACKETED, ids=ids(BRACKETED))
+def test_bracket_paths_match_the_model(kp, shape, det, bracket):
+    """Rows built to reach every path of a bracket configuration (and the sampled paths its
+    rows fall back to), with values; ``bracket=False`` runs the same rows on the sampled
+    configuration. The recorded path equals the CPU model's and every answer is exact."""
+    from gvr_reference.cluster_model import bracket_forced_rows
+
+    shape = (*shape[:3], bracket)
+    cap = cap_of(shape)
+    k = 512
+    cfg = config(*shape, capacity=2048, with_values=True, deterministic=det)
+    x, kv, kinds = bracket_forced_rows(rng(10, *map(int, shape), det), cfg.params, k, cap + 64)
+    b = x.shape[0]
+    windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
+    want = np.array([int(simulate_row(x[r, : kv[r]], k, cfg.params).path) for r in range(b)])
+    out, val, paths, _ = launch(
+        kp, cfg, "decode", torch.from_numpy(x).cuda(), torch.from_numpy(kv).cuda(), None, k,
+        paths=True, values=True, det=det,
+    )  # fmt: skip
+    got = paths.cpu().numpy()
+    assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
+    if bracket:
+        expected = {
+            Path.BRACKET, Path.BRACKET_RANK, Path.BRACKET_NARROW, Path.BRACKET_OVERFLOW,
+            Path.TIE, Path.WHOLE_ROW, Path.SHORT,
+        }  # fmt: skip
+        assert expected <= {Path(int(v)) for v in want}, sorted({Path(int(v)) for v in want})
+    report = validate.check_topk(x, windows, k, out.cpu().numpy(), val.cpu().numpy())
+    assert report.ok, report.summary()
+    if det:
+        want_det = topk_windows(x, windows, k, deterministic=True)
+        assert np.array_equal(np.sort(want_det, axis=1), np.sort(out.cpu().numpy(), axis=1))
+    ROWS_CHECKED["n"] += b
+
+
 def test_many_rows(kp):
     """More clusters than fit the GPU at once (waves of clusters)."""
-    for k, shape in ((512, (8, 512, 4)), (2048, (4, 1024, 4))):
+    for k, shape in ((512, (8, 512, 4, True)), (2048, (4, 1024, 4, False))):
         width = cap_of(shape)
         batch = make_decode_batch(
             rng(7, k), batch=600, k=k, width=width, row_stride=width, lengths="ragged"

@@ -151,3 +151,76 @@ def test_windows_batch_matches_rows():
         ).path
         for r in range(3)
     ]
+
+
+BRACKETED = ClusterParams(cluster=4, threads=64, vecs=2, capacity=64, bracket=True)
+
+
+def test_bracket_forced_rows_reach_every_path():
+    from gvr_reference.cluster_model import bracket_forced_rows
+
+    k = 16
+    p = BRACKETED
+    x, kv, kind = bracket_forced_rows(np.random.default_rng(5), p, k, p.max_n + 64)
+    paths = {}
+    for r in range(x.shape[0]):
+        paths.setdefault(int(kind[r]), set()).add(simulate_row(x[r, : kv[r]], k, p).path)
+    assert paths[1] == {Path.BRACKET}
+    assert paths[2] == {Path.BRACKET_NARROW}
+    assert Path.BRACKET_OVERFLOW in paths[3]
+    assert paths[0] <= {Path.BRACKET, Path.BRACKET_RANK}
+    for kd in (4, 5, 6):  # a crowded sample, a NaN, +inf: the sampled path
+        assert not paths[kd] & {Path.BRACKET, Path.BRACKET_RANK, Path.BRACKET_NARROW}
+    assert paths[7] == {Path.SHORT} and paths[8] == {Path.WHOLE_ROW}
+    sampled = ClusterParams(4, 64, 2, capacity=64)
+    assert all(
+        simulate_row(x[r, : kv[r]], k, sampled).path
+        not in (Path.BRACKET, Path.BRACKET_RANK, Path.BRACKET_NARROW, Path.BRACKET_OVERFLOW)
+        for r in range(x.shape[0])
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cluster=st.sampled_from([2, 4, 8]),
+    threads=st.sampled_from([32, 64]),
+    vecs=st.integers(1, 3),
+    lead=st.integers(0, 3),
+    family=st.sampled_from(sorted(FAMILIES)),
+    data=st.data(),
+)
+def test_bracket_low_bounds_k_keys_and_the_rule_is_exact(
+    cluster, threads, vecs, lead, family, data
+):
+    """The cluster's bracket low end has at least ``k`` keys at or above it, and the bracket
+    rule over the whole row (every key of a higher bin, then the crossing bin by key and
+    position) is the oracle's top-K: what every bracket path writes."""
+    from gvr_reference.cluster_model import bracket_low
+    from gvr_reference.register_model import BRACKET_BINS, bracket, bracket_bins, crossing
+
+    p = ClusterParams(cluster, threads, vecs, bracket=True)
+    n = data.draw(st.integers(2, p.max_n - lead))
+    k = data.draw(st.integers(1, min(n - 1, 2048)))
+    seed = data.draw(st.integers(0, 2**31))
+    batch = make_decode_batch(
+        np.random.default_rng(seed), batch=1, k=k, width=n, row_stride=n, family=family,
+        lengths="full",
+    )  # fmt: skip
+    row = batch.logits[0, :n]
+    keys = order_key(np.ascontiguousarray(row, np.float32))
+    lo = bracket_low(keys, k, lead, p)
+    assert np.count_nonzero(keys >= lo) >= k
+    br = bracket(lo, int(keys.max()))
+    if br is None:
+        return
+    bins = bracket_bins(keys, br)
+    inside = np.flatnonzero(bins >= 1)
+    assert np.all(bins[keys >= lo] >= 1)
+    cb, above, m = crossing(np.bincount(bins[inside], minlength=BRACKET_BINS), k)
+    assert 1 <= k - above <= m
+    high = inside[bins[inside] > cb]
+    cand = inside[bins[inside] == cb]
+    order = np.lexsort((cand, -keys[cand].astype(np.int64)))
+    got = np.sort(np.concatenate([high, cand[order][: k - above]]))
+    want = topk_windows(batch.logits, batch.windows, k, deterministic=True)[0]
+    assert np.array_equal(got, np.sort(want))

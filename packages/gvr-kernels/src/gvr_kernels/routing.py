@@ -229,7 +229,7 @@ def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int):
         shape = (4, 1024) if 4 * rows <= limit else None
     if shape is None or shape[0] > spec.max_cluster_size:
         return None
-    return ClusterConfig(cluster=shape[0], threads=shape[1], vecs=4)
+    return ClusterConfig(cluster=shape[0], threads=shape[1], vecs=4, bracket=True)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,22 @@ CTA writes global memory before the answer. Per row:
    ``RESCUE_UNDERESTIMATE``) the exact whole-row radix selection of the streaming family,
    reading the row from global memory (over the keys ``>= T`` on an overflow).
 
+**The bracket path** (configurations built with ``bracket``; the register family's bracket,
+spread over the cluster). The bracket's ends are reduced over the cluster: the row's largest
+key and the low key (the smallest of window positions ``[0, k)``, raised to the smallest of
+the per-thread maxima when at least ``k`` threads of the cluster hold a score,
+:func:`bracket_low`), and so is the crowd test of every warp's sample
+(:func:`gvr_reference.register_model.crowded_sample`). Every CTA maps its scores onto the
+same ``BRACKET_BINS`` bins (:func:`gvr_reference.register_model.bracket_bins`) and adds its
+counts into the owner of each bin (CTA ``b // (BRACKET_BINS / cluster)``); from the owners'
+slice totals every CTA finds the crossing bin and its counts. Every CTA writes its keys of
+higher bins at once; the crossing bin is written whole when all of it is needed
+(``BRACKET``), else gathered to the leader and ranked by one warp (``BRACKET_RANK``, at most
+``RANK_MAX`` keys) or narrowed (``BRACKET_NARROW``); a crossing bin larger than the staging
+takes the whole-row selection from global memory over the keys at or above the bracket's low
+end (``BRACKET_OVERFLOW``). The other rows of a bracket configuration (an end not finite, a
+crowded sample) take the sampled path above.
+
 A row longer than the cluster holds (an envelope below the row), or with no whole vector,
 takes the whole-row selection on the leader (``WHOLE_ROW``). Exactness never depends on
 the sample or the capacity: the gather holds every key ``>= T`` or the leader knows it does
@@ -48,14 +64,27 @@ import numpy as np
 
 from .keys import order_key
 from .model import Path, RowTrace
-from .register_model import register_plan, sampled_trace, trace_windows
+from .register_model import (
+    BRACKET_BINS,
+    RANK_MAX,
+    bracket,
+    bracket_bins,
+    crossing,
+    crowded_sample,
+    register_plan,
+    sampled_trace,
+    trace_windows,
+)
 
 __all__ = [
     "CLUSTER_SIZES",
     "ClusterParams",
+    "bracket_low",
+    "thread_sample",
     "sample_positions",
     "simulate_row",
     "simulate_windows",
+    "bracket_forced_rows",
 ]
 
 #: Cluster sizes the family is built for (8 is the portable maximum on sm_90).
@@ -72,6 +101,7 @@ class ClusterParams:
         vecs: 16-byte vectors each thread holds.
         aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
         capacity: the leader's staging entries.
+        bracket: rows take the bracket path where it applies (False: always sampled).
     """
 
     cluster: int
@@ -79,6 +109,7 @@ class ClusterParams:
     vecs: int
     aim_mult: int = 2
     capacity: int = 16384
+    bracket: bool = False
 
     def __post_init__(self) -> None:
         if self.cluster not in CLUSTER_SIZES:
@@ -109,6 +140,52 @@ class ClusterParams:
         return self.cluster * self.threads
 
 
+def _thread_slots(n: int, lead: int, p: ClusterParams):
+    """Window positions of every held slot, ``[cluster, threads, 4 * vecs]``, and whether
+    each lies in the window."""
+    r = np.arange(p.cluster, dtype=np.int64)[:, None, None]
+    t = np.arange(p.threads, dtype=np.int64)[None, :, None]
+    slot = np.arange(4 * p.vecs, dtype=np.int64)[None, None, :]
+    v = r * p.cta_vecs + t + (slot // 4) * p.threads
+    pos = 4 * v + slot % 4 - lead
+    return pos, (v < (lead + n) >> 2) & (pos >= 0)
+
+
+def bracket_low(keys: np.ndarray, k: int, lead: int, p: ClusterParams) -> int:
+    """The bracket's low key for a row of window keys (``n = keys.size > k``): the smallest
+    key of positions ``[0, k)``, or the smallest per-thread maximum where that is higher and
+    at least ``k`` threads of the cluster hold a score (thread ``t`` of CTA ``r`` holds one
+    when its first vector ``r V + t`` is whole; its maximum includes the tail scores the last
+    CTA's warp 0 holds). Each maximum is a distinct score, so at least ``k`` keys are
+    ``>= lo`` either way (as :func:`gvr_reference.register_model.bracket_low`)."""
+    n = keys.shape[0]
+    lo = int(keys[:k].min())
+    nvec = (lead + n) >> 2
+    r = np.arange(p.cluster, dtype=np.int64)[:, None]
+    t = np.arange(p.threads, dtype=np.int64)[None, :]
+    holds = r * p.cta_vecs + t < nvec
+    if int(holds.sum()) < k:
+        return lo
+    pos, valid = _thread_slots(n, lead, p)
+    tk = np.where(valid, keys[np.where(valid, pos, 0)], 0).astype(np.int64).max(axis=2)
+    tail = nvec * 4 - lead + np.arange(32)
+    has = tail < n
+    tk[-1, :32] = np.maximum(tk[-1, :32], np.where(has, keys[np.where(has, tail, 0)], 0))
+    return max(lo, int(tk[holds].min()))
+
+
+def thread_sample(keys: np.ndarray, lead: int, p: ClusterParams) -> np.ndarray:
+    """Each thread's sample key (uint32 ``[cluster * threads]``, CTA by CTA in thread order;
+    0 where its slot lies outside the window)."""
+    n = keys.shape[0]
+    t = np.arange(p.threads, dtype=np.int64)
+    r = np.arange(p.cluster, dtype=np.int64)[:, None]
+    v = r * p.cta_vecs + t + (t % p.vecs) * p.threads
+    pos = (4 * v + (t // p.vecs) % 4 - lead).ravel()
+    valid = (v.ravel() < (lead + n) >> 2) & (pos >= 0)
+    return np.where(valid, keys[np.where(valid, pos, 0)], 0).astype(np.uint32)
+
+
 def sample_positions(n: int, lead: int, p: ClusterParams) -> np.ndarray:
     """Window positions of the valid sample slots, CTA by CTA in thread order."""
     t = np.arange(p.threads, dtype=np.int64)
@@ -131,8 +208,9 @@ def simulate_row(values: np.ndarray, k: int, p: ClusterParams, lead: int = 0) ->
         lead: window start modulo 4 (prefill rows); decode rows use 0.
 
     Returns:
-        The :class:`gvr_reference.model.RowTrace` (the rung, its survivor count, the sample
-        size and rank, and the keys equal to a crowded rung).
+        The :class:`gvr_reference.model.RowTrace`. Bracket paths: ``t1`` is the bracket's
+        low key and ``count1`` the crossing bin's size; sampled paths: the rung, its
+        survivor count, the sample size and rank, and the keys equal to a crowded rung.
     """
     n = int(values.shape[0])
     if n <= k:
@@ -140,6 +218,20 @@ def simulate_row(values: np.ndarray, k: int, p: ClusterParams, lead: int = 0) ->
     if not 1 <= (lead + n) >> 2 <= p.cluster * p.cta_vecs:
         return RowTrace(Path.WHOLE_ROW, n)
     keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
+    br = bracket(bracket_low(keys, k, lead, p), int(keys.max())) if p.bracket else None
+    if br is not None and not crowded_sample(thread_sample(keys, lead, p)):
+        bins = bracket_bins(keys, br)
+        hist = np.bincount(bins[bins >= 1], minlength=BRACKET_BINS)
+        _, above, m = crossing(hist, k)
+        if m == k - above:
+            path = Path.BRACKET
+        elif m > p.capacity:
+            path = Path.BRACKET_OVERFLOW
+        elif m <= RANK_MAX:
+            path = Path.BRACKET_RANK
+        else:
+            path = Path.BRACKET_NARROW
+        return RowTrace(path, n, t1=br.lo, count1=m)
     pos = sample_positions(n, lead, p)
     plan = register_plan(n, k, int(pos.size), p.aim_mult)
     if plan.unsampled:
@@ -153,3 +245,45 @@ def simulate_windows(
 ) -> list[RowTrace]:
     """:func:`simulate_row` for every row of a batch (windows as in ``gvr_reference.model``)."""
     return trace_windows(simulate_row, logits, starts, lengths, k, p)
+
+
+def bracket_forced_rows(
+    g: np.random.Generator, p: ClusterParams, k: int, width: int, per_kind: int = 4
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decode rows built to reach every path of a bracket configuration (and the sampled
+    paths its rows fall back to), for tests: ``(logits [rows, width] float32, kv_lens int32,
+    kind per row)``. Kinds: 0 gaussian (a small crossing bin, ranked; lengths ``max_n - i %
+    4``, so the last CTA holds a tail), 1 ``k`` outliers far above the rest (the crossing bin
+    wanted whole), 2 ``capacity * 3 // 4`` consecutive floats at 3.0 (a crossing bin narrowed),
+    3 ``6 * capacity`` of them (a crossing bin larger than the staging), 4 a tie class of 30%
+    of the row (a crowded sample: the sampled path), 5 a NaN, 6 a ``+inf`` (an end not
+    finite), 7 short rows, 8 rows longer than the cluster holds. ``width`` must be at least
+    ``max_n + 8``."""
+    kinds = 9
+    rows = kinds * per_kind
+    n = p.max_n
+    x = g.standard_normal((rows, width)).astype(np.float32)
+    kv = np.full(rows, n, np.int32)
+    kind = np.arange(rows) % kinds
+    for r in range(rows):
+        i = r // kinds
+        if kind[r] == 0:
+            kv[r] = n - i % 4
+        elif kind[r] == 1:
+            at = g.choice(n, k, replace=False)
+            x[r, at] = 100.0 + np.arange(k, dtype=np.float32) / 1024
+        elif kind[r] in (2, 3):
+            m = p.capacity * 3 // 4 if kind[r] == 2 else 6 * p.capacity
+            run = np.float32(3.0).view(np.int32) + np.arange(m, dtype=np.int32)
+            x[r, g.choice(n, m, replace=False)] = run.view(np.float32)
+        elif kind[r] == 4:
+            x[r, g.random(width) < 0.3] = 2.5
+        elif kind[r] == 5:
+            x[r, g.integers(n)] = np.nan
+        elif kind[r] == 6:
+            x[r, g.integers(n)] = np.inf
+        elif kind[r] == 7:
+            kv[r] = [k - 1, k, 0, 1][i % 4]
+        else:
+            kv[r] = width - i % 4
+    return x, kv, kind

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 from gvr_reference.cluster_model import ClusterParams
 from gvr_reference.keys import KeyFormat, key_format
+from gvr_reference.register_model import BRACKET_BINS
 
 from ..family import layout_bytes
 
-__all__ = ["ClusterConfig", "MODES", "HIST_BINS", "CTL_WORDS", "SMEM_ALIGN"]
+__all__ = ["ClusterConfig", "MODES", "HIST_BINS", "BRACKET_BINS", "CTL_WORDS", "SMEM_ALIGN"]
 
 MODES = ("decode", "prefill", "full")
 #: Radix-level histogram bins.
@@ -44,6 +45,9 @@ class ClusterConfig:
             selection.
         with_values: also write the fp32 values of the selection (``-FLT_MAX`` beside ``-1``).
         deterministic: the K-th value's tie class yields its smallest indices.
+        bracket: rows take the bracket histogram path where it applies (the bracket's ends
+            and the ``BRACKET_BINS`` bins' counts agreed through DSMEM, no sample exchange;
+            ``gvr_reference.cluster_model``); False: every row takes the sampled path.
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
             tensor.
     """
@@ -56,6 +60,7 @@ class ClusterConfig:
     capacity: int = 16384
     with_values: bool = False
     deterministic: bool = False
+    bracket: bool = False
     record_paths: bool = False
 
     #: The family this configuration belongs to (``gvr_kernels.registry``).
@@ -99,6 +104,7 @@ class ClusterConfig:
             vecs=self.vecs,
             aim_mult=self.aim_mult,
             capacity=self.capacity,
+            bracket=self.bracket,
         )
 
     @property
@@ -118,14 +124,32 @@ class ClusterConfig:
 
     def shared_layout(self) -> tuple[tuple[str, str, int], ...]:
         """Each CTA's shared-memory arrays in allocation order, ``(name, dtype, count)``
-        (the staging is used by the leader only; every CTA of a kernel has one layout)."""
-        return (
+        (the staging is used by the leader only; every CTA of a kernel has one layout). A
+        bracket configuration adds its local histogram (``bhist``, also the crossing
+        search's copy of the owner's slice), the slice of the merged histogram it owns
+        (``mhist``), the slice totals (``stot``), every warp's reductions of the cluster
+        (``cstat``, four words each) and a scratch (``wsum``)."""
+        arrays = (
             ("hist", "i32", HIST_BINS),
             ("ctl", "i32", CTL_WORDS),
             ("sample", "u32", self.sample_slots),
             ("stage_bits", "u32", self.capacity),
             ("stage_idx", "i32", self.capacity),
         )
+        if self.bracket:
+            arrays += (
+                ("bhist", "i32", max(BRACKET_BINS, self.threads)),
+                ("mhist", "i32", self.slice_bins),
+                ("stot", "i32", 16),
+                ("cstat", "u32", 4 * self.cluster * (self.threads // 32)),
+                ("wsum", "i32", 32),
+            )
+        return arrays
+
+    @property
+    def slice_bins(self) -> int:
+        """Bracket bins each CTA of the cluster owns in the merged histogram."""
+        return BRACKET_BINS // self.cluster
 
     @property
     def smem_bytes(self) -> int:
@@ -168,6 +192,8 @@ class ClusterConfig:
             parts.append("values")
         if self.deterministic:
             parts.append("det")
+        if self.bracket:
+            parts.append("bracket")
         if self.record_paths:
             parts.append("paths")
         return "_".join(parts)

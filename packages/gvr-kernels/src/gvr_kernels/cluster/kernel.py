@@ -36,21 +36,41 @@ from __future__ import annotations
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, Int64, Uint32
+from cutlass import Int32, Int64, Uint32, const_expr
 from gvr_reference.model import Path
-from gvr_reference.register_model import register_plan
+from gvr_reference.register_model import CROWD_MIN, RANK_MAX, register_plan
 
 from ..device import shared
-from ..device.cluster import cluster_sync, gather_selected, remote, store_remote
+from ..device.bracket import (
+    NEG_INF_BITS,
+    POS_INF_BITS,
+    bracket_bin,
+    bracket_setup,
+    find_crossing_cta,
+    fmax_nan,
+    fmin,
+    narrow_crossing,
+    rank_crossing,
+    write_masked,
+)
+from ..device.cluster import (
+    add_remote,
+    cluster_sync,
+    gather_selected,
+    load_remote,
+    remote,
+    store_remote,
+)
 from ..device.keys import KEY_MAX, order_key
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import load_scalar, load_vec4
-from ..device.ops import DEVICE_OPS
+from ..device.memory import count_shared, load_scalar, load_vec4
+from ..device.ops import DEVICE_OPS, umax, umin
 from ..device.sampling import thread_sample_key
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
 from ..device.shared import ctl_u32, record_path
+from ..device.staging import packed_warp_slots, warp_slots
 from ..device.window import row_window, write_short_row
-from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, ClusterConfig
+from .config import BRACKET_BINS, CTL_WORDS, HIST_BINS, SMEM_ALIGN, ClusterConfig
 
 __all__ = ["ClusterTopK", "allocate_shared"]
 
@@ -154,16 +174,34 @@ class ClusterTopK:
     # ------------------------------------------------------------------ row bodies
     @cute.jit
     def _zero_shared(self, sh):
+        cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         if tid < HIST_BINS:
             sh.hist[tid] = Int32(0)
         if tid < CTL_WORDS:
             sh.ctl[tid] = Int32(0)
+        if const_expr(cfg.bracket):
+            for i in cutlass.range_constexpr(BRACKET_BINS // cfg.threads):
+                sh.bhist[tid + i * cfg.threads] = Int32(0)
+            for i in cutlass.range_constexpr((cfg.slice_bins + cfg.threads - 1) // cfg.threads):
+                if tid + i * cfg.threads < cfg.slice_bins:
+                    sh.mhist[tid + i * cfg.threads] = Int32(0)
+            if tid < 16:
+                sh.stot[tid] = Int32(0)
 
     @cute.jit
     def _held_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32):
-        regs, top, sample_key = self._load(sh, win, rank)
-        self._exchange(sh, rank, top, sample_key)
+        if const_expr(self.cfg.bracket):
+            self._bracket_row(sh, out, values, paths, win, rank, row, k)
+        else:
+            regs, top, sample_key = self._load(sh, win, rank)
+            self._exchange(sh, rank, top, sample_key)
+            self._sampled(sh, regs, win, out, values, paths, rank, row, k)
+
+    @cute.jit
+    def _sampled(self, sh, regs, win, out, values, paths, rank: Int32, row: Int32, k: Int32):
+        """Steps 4-6 (rung, gather, the leader's selection) once every CTA holds the sample,
+        its valid count and (the leader) the row's largest key."""
         code, thr, crowded = self._rung(sh, win, k)
         lo = thr + Uint32(crowded)
         self._gather(sh, regs, thr, lo, crowded)
@@ -213,15 +251,11 @@ class ClusterTopK:
         """The sample key to slot ``rank * threads + tid`` of every CTA, the warp's valid
         sample count to every CTA and its largest key to the leader (DSMEM); ends with a
         cluster barrier, after which every CTA holds the row's whole sample."""
-        cfg = self.cfg
-        tid, _, _ = cute.arch.thread_idx()
         n_valid = Int32(cute.arch.popc(cute.arch.vote_ballot_sync(sample_key != Uint32(0))))
         cute.arch.cluster_wait()
-        slot = sh.sample.iterator + (rank * cfg.threads + tid)
-        for d in cutlass.range_constexpr(cfg.cluster):
-            store_remote(slot, Int32(d), sample_key)
+        self._send_sample(sh, rank, sample_key)
         if cute.arch.lane_idx() == 0:
-            for d in cutlass.range_constexpr(cfg.cluster):
+            for d in cutlass.range_constexpr(self.cfg.cluster):
                 cute.arch.atomic_add(
                     remote(sh.ctl.iterator + _SVALID, Int32(d)), n_valid, scope="cluster"
                 )
@@ -229,6 +263,14 @@ class ClusterTopK:
                 remote(ctl_u32(sh.ctl, Ctl.MAXKEY), Int32(_LEADER)), top, scope="cluster"
             )
         cluster_sync()
+
+    @cute.jit
+    def _send_sample(self, sh, rank: Int32, sample_key: Uint32):
+        """This thread's sample key to slot ``rank * threads + tid`` of every CTA (DSMEM)."""
+        tid, _, _ = cute.arch.thread_idx()
+        slot = sh.sample.iterator + (rank * self.cfg.threads + tid)
+        for d in cutlass.range_constexpr(self.cfg.cluster):
+            store_remote(slot, Int32(d), sample_key)
 
     @cute.jit
     def _rung(self, sh, win, k: Int32):
@@ -318,6 +360,304 @@ class ClusterTopK:
                 cfg, sh, win, Source.ROW, out, values, row, k, Uint32(0), Uint32(KEY_MAX), count
             )
         self._record(paths, row, code)
+
+    # ------------------------------------------------------------------ bracket path
+    @cute.jit
+    def _bracket_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32):
+        """A row of a bracket configuration: load, the cluster's reductions, then the bracket
+        path, or the sampled path for rows it cannot serve."""
+        cfg = self.cfg
+        threads = cfg.threads
+        warps = threads // 32
+        tid, _, _ = cute.arch.thread_idx()
+        lane = cute.arch.lane_idx()
+        warp_id = tid // 32
+        base, lead, nvec, tail_start, n = win
+        v0 = rank * (threads * cfg.vecs)
+
+        # ---- load: every vector and the tail in flight before any is used
+        raw = []
+        for j in cutlass.range_constexpr(cfg.vecs):
+            v = v0 + tid + j * threads
+            raw.append(load_vec4(base + Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(4)))
+        t_pos = tail_start + lane
+        tail_ok = (rank == cfg.cluster - 1) & (warp_id == 0) & (t_pos < n)
+        tail_bits = load_scalar(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))))
+        self._zero_shared(sh)
+        # Release: this CTA runs and its words are zero before any remote write reaches it.
+        cute.arch.cluster_arrive()
+
+        # ---- the held scores as float32 bits, -inf outside the window
+        p0 = (v0 + tid) * 4 - lead
+        bits = []
+        for j in cutlass.range_constexpr(cfg.vecs):
+            v_ok = v0 + tid + j * threads < nvec
+            for q in cutlass.range_constexpr(4):
+                ok = v_ok & (p0 + (j * 4 * threads + q) >= 0)
+                bits.append(Uint32(cutlass.select_(ok, raw[j][q], Uint32(NEG_INF_BITS))))
+        bits.append(Uint32(cutlass.select_(tail_ok, tail_bits, Uint32(NEG_INF_BITS))))
+        regs = RegisterRow(bits, p0, t_pos)
+        holds = v0 + tid < nvec
+        tmax = bits[0]
+        for i in cutlass.range_constexpr(1, len(bits)):
+            tmax = fmax_nan(tmax, bits[i])
+        first = Uint32(POS_INF_BITS)
+        for i in cutlass.range_constexpr(len(bits)):
+            if const_expr(self._may_lead(i)):
+                pos = regs.pos(i, threads)
+                mine = (pos >= 0) & (pos < k)
+                if const_expr(i == len(bits) - 1):
+                    mine = mine & tail_ok
+                else:
+                    mine = mine & (v0 + tid + (i // 4) * threads < nvec)
+                first = fmin(first, Uint32(cutlass.select_(mine, bits[i], Uint32(POS_INF_BITS))))
+        tkey = order_key(tmax)
+        sample_key = self._sample_key(bits, v0, lead, nvec)
+
+        # ---- per warp: the reductions, to slot (rank, warp) of every CTA's cstat (DSMEM)
+        valid = sample_key != Uint32(0)
+        n_valid = Int32(cute.arch.popc(cute.arch.vote_ballot_sync(valid)))
+        same = Int32(cute.arch.popc(cute.arch.match_sync(0xFFFFFFFF, sample_key, "any")))
+        same = Int32(cute.arch.warp_redux_sync(cutlass.select_(valid, same, 0), "max"))
+        w_max = Uint32(cute.arch.warp_redux_sync(tkey, "umax"))
+        w_first = Uint32(cute.arch.warp_redux_sync(order_key(first), "umin"))
+        w_tmin = Uint32(cute.arch.warp_redux_sync(
+            Uint32(cutlass.select_(holds, tkey, Uint32(KEY_MAX))), "umin"
+        ))  # fmt: skip
+        cute.arch.cluster_wait()
+        if lane < cfg.cluster:
+            at = sh.cstat.iterator + (rank * warps + warp_id) * 4
+            store_remote(at, lane, w_max)
+            store_remote(at + 1, lane, w_first)
+            store_remote(at + 2, lane, w_tmin)
+            store_remote(at + 3, lane, Uint32(n_valid | (same << 16)))
+        cluster_sync()
+
+        # ---- every warp reduces the cluster's words: uniform results in every CTA
+        entries = cfg.cluster * warps
+        max_key = Uint32(0)
+        lo_key = Uint32(KEY_MAX)
+        tmax_min = Uint32(KEY_MAX)
+        s_valid = Int32(0)
+        crowd = Int32(0)
+        for e0 in cutlass.range_constexpr(0, entries, 32):
+            e = e0 + lane
+            mine = e < entries
+            at = cutlass.select_(mine, e, Int32(0)) * 4
+            max_key = umax(max_key, Uint32(cutlass.select_(mine, sh.cstat[at], Uint32(0))))
+            lo_key = umin(lo_key, Uint32(cutlass.select_(mine, sh.cstat[at + 1], Uint32(KEY_MAX))))
+            tmax_min = umin(
+                tmax_min, Uint32(cutlass.select_(mine, sh.cstat[at + 2], Uint32(KEY_MAX)))
+            )
+            packed = Uint32(cutlass.select_(mine, sh.cstat[at + 3], Uint32(0)))
+            s_valid = s_valid + Int32(packed & Uint32(0xFFFF))
+            crowd = cutlass.max(crowd, Int32(packed >> Uint32(16)))
+        max_key = Uint32(cute.arch.warp_redux_sync(max_key, "umax"))
+        lo_key = Uint32(cute.arch.warp_redux_sync(lo_key, "umin"))
+        tmax_min = Uint32(cute.arch.warp_redux_sync(tmax_min, "umin"))
+        s_valid = Int32(cute.arch.warp_redux_sync(s_valid, "add"))
+        crowd = Int32(cute.arch.warp_redux_sync(crowd, "max"))
+        # gvr_reference.cluster_model.bracket_low: threads of the cluster holding a score
+        holders = Int32(0)
+        for r in cutlass.range_constexpr(cfg.cluster):
+            rest = nvec - r * threads * cfg.vecs
+            holders = holders + cutlass.min(cutlass.max(rest, Int32(0)), Int32(threads))
+        if (holders >= k) & (tmax_min > lo_key):
+            lo_key = tmax_min
+        ok, vlo, scale = bracket_setup(lo_key, max_key, BRACKET_BINS)
+        if ok & (crowd < CROWD_MIN):
+            code = self._bracket(sh, regs, win, out, values, rank, row, k, lo_key, vlo, scale)
+            if rank == _LEADER:
+                self._record(paths, row, code)
+        else:
+            keys = self._keys(regs, v0, nvec, tail_ok)
+            self._send_sample(sh, rank, sample_key)
+            if tid == 0:
+                sh.ctl[_SVALID] = s_valid
+                sh.ctl[Ctl.MAXKEY] = Int32(max_key)
+            cluster_sync()
+            self._sampled(sh, keys, win, out, values, paths, rank, row, k)
+
+    def _may_lead(self, i: int) -> bool:
+        """Whether register slot ``i`` can hold a window position below the largest K: the
+        tail slot, and the vector slots whose smallest position in CTA 0 is below it."""
+        cfg = self.cfg
+        if i == 4 * cfg.vecs:
+            return True
+        return (i // 4) * 4 * cfg.threads < cfg.max_k + 3
+
+    @cute.jit
+    def _sample_key(self, bits, v0: Int32, lead: Int32, nvec: Int32) -> Uint32:
+        """This thread's sample key (``gvr_reference.cluster_model.thread_sample``): slot
+        ``(j, q)`` with ``j = tid % vecs`` and ``q = (tid // vecs) % 4``, 0 outside the
+        window."""
+        cfg = self.cfg
+        tid, _, _ = cute.arch.thread_idx()
+        pick = bits[0]
+        for j in cutlass.range_constexpr(cfg.vecs):
+            for q in cutlass.range_constexpr(4):
+                here = (tid % cfg.vecs == j) & ((tid // cfg.vecs) % 4 == q)
+                pick = Uint32(cutlass.select_(here, bits[j * 4 + q], pick))
+        v_s = v0 + tid + (tid % cfg.vecs) * cfg.threads
+        ok = (v_s < nvec) & (v_s * 4 + (tid // cfg.vecs) % 4 - lead >= 0)
+        return Uint32(cutlass.select_(ok, order_key(pick), Uint32(0)))
+
+    @cute.jit
+    def _keys(self, regs, v0: Int32, nvec: Int32, tail_ok):
+        """The held float32 bits as a :class:`RegisterRow` of canonical order keys (0 outside
+        the window), for the sampled path."""
+        cfg = self.cfg
+        tid, _, _ = cute.arch.thread_idx()
+        keys = []
+        for j in cutlass.range_constexpr(cfg.vecs):
+            v_ok = v0 + tid + j * cfg.threads < nvec
+            for q in cutlass.range_constexpr(4):
+                ok = v_ok & (regs.p0 + (j * 4 * cfg.threads + q) >= 0)
+                key = order_key(regs.keys[j * 4 + q])
+                keys.append(Uint32(cutlass.select_(ok, key, Uint32(0))))
+        tail = order_key(regs.keys[4 * cfg.vecs])
+        keys.append(Uint32(cutlass.select_(tail_ok, tail, Uint32(0))))
+        return RegisterRow(keys, regs.p0, regs.tail_pos)
+
+    @cute.jit
+    def _bracket(self, sh, regs, win, out, values, rank, row, k, lo_key, vlo, scale) -> Int32:
+        """The bracket path over the cluster: the local counting pass, the counts added into
+        the owners' slices, the crossing bin, one emission pass. Returns the path code."""
+        cfg = self.cfg
+        threads = cfg.threads
+        slice_bins = cfg.slice_bins
+        tid, _, _ = cute.arch.thread_idx()
+        lane = cute.arch.lane_idx()
+        warp_id = tid // 32
+        bits = regs.keys
+        nk = len(bits)
+
+        # ---- count this CTA's scores (bin 0, below the bracket, to a scratch word per lane)
+        hist = sh.bhist.iterator.toint()
+        spill = sh.wsum.iterator.toint() + lane * 4
+        for i in cutlass.range_constexpr(nk):
+            b = bracket_bin(bits[i], vlo, scale, BRACKET_BINS)
+            count_shared(cutlass.select_(b != 0, hist + b * 4, spill))
+        if tid == 0:
+            sh.ctl[Ctl.VLO] = Int32(vlo)
+            sh.ctl[Ctl.SCALE] = Int32(scale)
+        cute.arch.barrier()
+
+        # ---- add the counts into each bin's owner (CTA b // slice_bins) and every slice's
+        # total into every CTA; a thread's bins, and a warp's, lie in one slice
+        per = BRACKET_BINS // threads
+        own = Int32(0)
+        for j in cutlass.range_constexpr(per):
+            b = tid * per + j
+            c = sh.bhist[b]
+            own = own + c
+            if c != 0:
+                add_remote(sh.mhist.iterator + b % slice_bins, b // slice_bins, c)
+        total = Int32(cute.arch.warp_redux_sync(own, "add"))
+        if (lane < cfg.cluster) & (total != 0):
+            add_remote(sh.stot.iterator + (warp_id * 32 * per) // slice_bins, lane, total)
+        cluster_sync()
+
+        # ---- the crossing slice from the totals, then the crossing bin in its owner's
+        # counts (each thread copies its own words of the slice; no barrier before the search)
+        acc = Int32(0)
+        owner = Int32(0)
+        above_s = Int32(0)
+        found = Int32(0)
+        for jj in cutlass.range_constexpr(cfg.cluster):
+            s = cfg.cluster - 1 - jj
+            t_s = sh.stot[s]
+            hit = (found == 0) & (acc + t_s >= k)
+            owner = cutlass.select_(hit, Int32(s), owner)
+            above_s = cutlass.select_(hit, acc, above_s)
+            found = found | cutlass.select_(hit, 1, 0)
+            acc = acc + t_s
+        span = max(threads, slice_bins)
+        per_s = span // threads
+        for j in cutlass.range_constexpr(per_s):
+            i = tid * per_s + j
+            h = Int32(0)
+            if i < slice_bins:
+                h = load_remote(sh.mhist.iterator + i, owner)
+            sh.bhist[i] = h
+        cb_s, above_l, m = find_crossing_cta(sh.bhist, sh.wsum, sh.ctl, span, threads, k - above_s)
+        cb = owner * slice_bins + cb_s
+        above = above_s + above_l
+        # The emission recomputes every bin from the bracket read back from shared memory
+        # (as the register family: no counting-pass bin stays live).
+        vlo = Uint32(sh.ctl[Ctl.VLO])
+        scale = Uint32(sh.ctl[Ctl.SCALE])
+        need = k - above
+        code = Int32(Path.BRACKET)
+        if (m > cfg.capacity) & (m != need):
+            # More keys in the crossing bin than the staging holds: the leader selects over
+            # the row read from global memory, every key at or above the bracket's low end.
+            code = Int32(Path.BRACKET_OVERFLOW)
+            cluster_sync()  # no CTA leaves while another may still read its slice
+            if rank == _LEADER:
+                select_and_emit(
+                    cfg, sh, win, Source.ROW, out, values, row, k, lo_key, Uint32(KEY_MAX),
+                    win.n,
+                )  # fmt: skip
+        else:
+            gt = []
+            eq = []
+            for w in cutlass.range_constexpr((nk + 31) // 32):
+                mg = Uint32(0)
+                me = Uint32(0)
+                for i in cutlass.range_constexpr(32 * w, min(32 * w + 32, nk)):
+                    b = bracket_bin(bits[i], vlo, scale, BRACKET_BINS)
+                    one = Uint32(1 << (i % 32))
+                    mg = mg | Uint32(cutlass.select_(b > cb, one, Uint32(0)))
+                    me = me | Uint32(cutlass.select_(b == cb, one, Uint32(0)))
+                gt.append(mg)
+                eq.append(me)
+            n_gt = Int32(0)
+            n_eq = Int32(0)
+            for w in cutlass.range_constexpr(len(gt)):
+                n_gt = n_gt + Int32(cute.arch.popc(gt[w]))
+                n_eq = n_eq + Int32(cute.arch.popc(eq[w]))
+            cursor = remote(sh.ctl.iterator + Ctl.GT, Int32(_LEADER))
+            if m == need:
+                # The whole crossing bin is in the answer: both runs from one cursor.
+                slot_gt, slot_eq = packed_warp_slots(cursor, n_gt, n_eq, scope="cluster")
+                cute.arch.cluster_arrive()
+                write_masked(cfg, out, values, row, regs, gt, slot_gt)
+                if cute.arch.vote_any_sync(n_eq > 0):
+                    write_masked(cfg, out, values, row, regs, eq, above + slot_eq)
+                cute.arch.cluster_wait()
+            else:
+                slot_gt = Int32(0)
+                if cute.arch.vote_any_sync(n_gt > 0):
+                    slot_gt = warp_slots(cursor, n_gt, scope="cluster")
+                if cute.arch.vote_any_sync(n_eq > 0):
+                    gather_selected(
+                        cfg.capacity,
+                        sh,
+                        Int32(_LEADER),
+                        Ctl.CNT,
+                        [
+                            (order_key(bits[i]), regs.pos(i, threads),
+                             ((eq[i // 32] >> Uint32(i % 32)) & Uint32(1)) != Uint32(0))
+                            for i in range(nk)
+                        ],
+                    )  # fmt: skip
+                write_masked(cfg, out, values, row, regs, gt, slot_gt)
+                cluster_sync()
+                if m <= RANK_MAX:
+                    code = Int32(Path.BRACKET_RANK)
+                else:
+                    code = Int32(Path.BRACKET_NARROW)
+                if rank == _LEADER:
+                    if m <= RANK_MAX:
+                        if warp_id == 0:
+                            ea = EmitArgs(
+                                out, values, row, k, k, Int32(0), Uint32(0), Uint32(KEY_MAX)
+                            )
+                            rank_crossing(cfg, sh, ea, win, m, above, need)
+                    else:
+                        narrow_crossing(cfg, sh, win, out, values, row, k, m, need, above)
+        return code
 
     @cute.jit
     def _record(self, paths, row: Int32, code: Int32):

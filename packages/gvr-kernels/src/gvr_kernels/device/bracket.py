@@ -1,6 +1,7 @@
-"""The bracket histogram of the register-resident family: scores to bins by IEEE float32
-arithmetic, the float reductions that find the bracket's ends, and the crossing-bin search
-over that many bins by the whole CTA.
+"""The bracket histogram of the register-resident and cluster-register families: scores to
+bins by IEEE float32 arithmetic, the float reductions that find the bracket's ends, the
+crossing-bin search over that many bins by the whole CTA, and the crossing bin's selection
+once its keys are staged (ranked by one warp, or narrowed).
 
 The CPU twin of every formula is in ``gvr_reference.register_model`` (:func:`bracket`,
 :func:`bracket_bins`, :func:`crossing`): the same IEEE operations, so the kernel's bins, and
@@ -16,13 +17,18 @@ import struct
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Boolean, Int32, Uint32
+from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 from gvr_reference.register_model import KEY_FLT_MAX, KEY_NEG_FLT_MAX
 
 from . import warp
-from .layout import Ctl
+from .keys import KEY_MAX
+from .layout import Ctl, Goal, Rank, Source
+from .memory import store_u32_if
+from .ops import umax, umin
+from .select import emit_rule, narrow, position_reader, write_slot
+from .shared import ctl_u32
 
 __all__ = [
     "NEG_INF_BITS",
@@ -33,6 +39,9 @@ __all__ = [
     "bracket_setup",
     "bracket_bin",
     "find_crossing_cta",
+    "write_masked",
+    "rank_crossing",
+    "narrow_crossing",
 ]
 
 #: float32 bits of -inf (the value an empty register slot holds on the bracket path) and +inf.
@@ -184,3 +193,80 @@ def find_crossing_cta(
         ctl[Ctl.COUNT_B] = count_b
     cute.arch.barrier()
     return ctl[Ctl.B], ctl[Ctl.ABOVE], ctl[Ctl.COUNT_B]
+
+
+@cute.jit
+def write_masked(cfg: cutlass.Constexpr, out, values, row: Int32, regs, masks, slot: Int32):
+    """Write the held slots of ``regs`` (a :class:`~.layout.RegisterRow` of float32 bits)
+    whose bit is set in ``masks`` (a list of 32-bit words) to consecutive output slots from
+    ``slot`` of output row ``row``: each a predicated store of its window position (and, with
+    values, of its bits), no branch."""
+    width = Int64(out.shape[1])
+    at = out.iterator.toint() + Int64(row) * width * Int64(4)
+    vat = Int64(0)
+    if const_expr(cfg.with_values):
+        vat = values.iterator.toint() + Int64(row) * Int64(values.shape[1]) * Int64(4)
+    for i in cutlass.range_constexpr(len(regs.keys)):
+        bit = (masks[i // 32] >> Uint32(i % 32)) & Uint32(1)
+        offset = Int64(slot) * Int64(4)
+        store_u32_if(at + offset, Uint32(regs.pos(i, cfg.threads)), bit)
+        if const_expr(cfg.with_values):
+            store_u32_if(vat + offset, regs.keys[i], bit)
+        slot = slot + Int32(bit)
+
+
+@cute.jit
+def rank_crossing(cfg: cutlass.Constexpr, sh, ea, win, m: Int32, above: Int32, need: Int32):
+    """One warp (called by its 32 lanes): the ``m <= 32`` staged keys of the crossing bin
+    ranked by (key descending, position ascending); the first ``need`` go to slots
+    ``above + rank``. Ranks are distinct (positions are), so the slots
+    ``[above, above + need)`` are each written once, and the tie class at the boundary yields
+    its smallest positions."""
+    lane = cute.arch.lane_idx()
+    mine = lane < m
+    at = cutlass.select_(mine, lane, Int32(0))
+    key = Uint32(cutlass.select_(mine, sh.stage_bits[at], Uint32(0)))
+    pos = sh.stage_idx[at]
+    rank = Int32(0)
+    for j in cutlass.range(32, unroll=4):
+        kj = Uint32(warp.broadcast(Int32(key), Int32(j)))
+        pj = warp.broadcast(pos, Int32(j))
+        rank = rank + cutlass.select_((kj > key) | ((kj == key) & (pj < pos)), 1, 0)
+    if mine & (rank < need):
+        write_slot(cfg, ea, above + rank, pos, position_reader(cfg, win, pos))
+
+
+@cute.jit
+def narrow_crossing(cfg: cutlass.Constexpr, sh, win, out, values, row, k, m, need, above):
+    """The whole CTA: radix narrowing over the ``m`` staged keys of the crossing bin (their
+    key range first), then the emission of its ``need`` winners into slots ``[above, k)``."""
+    _staged_range(cfg, sh, m)
+    cute.arch.barrier()
+    lo = ~Uint32(sh.ctl[Ctl.CMIN])
+    hi = Uint32(sh.ctl[Ctl.CMAX])
+    thr, need_eq, count_thr = narrow(
+        cfg, sh, win, Source.STAGE, Rank.BY_KEY, Goal.SELECT, need, lo, hi, Uint32(0), m
+    )
+    emit_rule(
+        cfg, sh, win, Source.STAGE, out, values, row, k, thr, need_eq, count_thr, m,
+        values_from=win, gt_start=above,
+    )  # fmt: skip
+
+
+@cute.jit
+def _staged_range(cfg: cutlass.Constexpr, sh, m: Int32):
+    """The smallest and largest of the ``m`` staged keys into ``ctl[CMIN]`` (complemented)
+    and ``ctl[CMAX]``: a strided pass over the staging, one atomic pair per warp."""
+    cmin = Uint32(KEY_MAX)
+    cmax = Uint32(0)
+    tid, _, _ = cute.arch.thread_idx()
+    for ib in cutlass.range(0, m, cfg.threads):
+        i = ib + tid
+        key = sh.stage_bits[cutlass.select_(i < m, i, Int32(0))]
+        cmin = umin(cmin, key)
+        cmax = umax(cmax, key)
+    cmin = Uint32(cute.arch.warp_redux_sync(cmin, "umin"))
+    cmax = Uint32(cute.arch.warp_redux_sync(cmax, "umax"))
+    if cute.arch.lane_idx() == 0:
+        cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.CMIN), ~cmin)
+        cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.CMAX), cmax)

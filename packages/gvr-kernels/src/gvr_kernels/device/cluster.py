@@ -12,11 +12,11 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Uint32
 from cutlass._mlir.dialects import llvm
-from cutlass.cutlass_dsl import dsl_user_op
+from cutlass.cutlass_dsl import T, dsl_user_op
 
 from .staging import selection_masks, warp_slots
 
-__all__ = ["remote", "store_remote", "cluster_sync", "gather_selected"]
+__all__ = ["remote", "store_remote", "add_remote", "load_remote", "cluster_sync", "gather_selected"]
 
 
 @cute.jit
@@ -45,6 +45,50 @@ def _st_cluster(addr: Int32, value: Uint32, *, loc=None, ip=None) -> None:
 def store_remote(ptr, rank: Int32, value):
     """Store the 32-bit ``value`` at ``ptr``'s offset in the shared memory of CTA ``rank``."""
     _st_cluster(remote(ptr, rank).toint(), Uint32(value))
+
+
+@dsl_user_op
+def _red_cluster(addr: Int32, value: Int32, *, loc=None, ip=None) -> None:
+    """``red.shared::cluster.add.u32`` at a 32-bit shared::cluster address (no result)."""
+    operands = [Int32(addr).ir_value(loc=loc, ip=ip), Int32(value).ir_value(loc=loc, ip=ip)]
+    llvm.inline_asm(
+        None,
+        operands,
+        "red.shared::cluster.add.u32 [$0], $1;",
+        "r,r,~{memory}",
+        has_side_effects=True,
+        loc=loc,
+        ip=ip,
+    )
+
+
+@dsl_user_op
+def _ld_cluster(addr: Int32, *, loc=None, ip=None) -> Int32:
+    """``ld.shared::cluster.u32`` from a 32-bit shared::cluster address."""
+    res = llvm.inline_asm(
+        T.i32(),
+        [Int32(addr).ir_value(loc=loc, ip=ip)],
+        "ld.shared::cluster.u32 $0, [$1];",
+        "=r,r,~{memory}",
+        has_side_effects=True,
+        loc=loc,
+        ip=ip,
+    )
+    return Int32(res)
+
+
+@cute.jit
+def add_remote(ptr, rank: Int32, value: Int32):
+    """Add ``value`` to the 32-bit word at ``ptr``'s offset in CTA ``rank``'s shared memory
+    (a reduction: nothing is returned, nothing waits for it; visible there after the next
+    cluster barrier)."""
+    _red_cluster(remote(ptr, rank).toint(), Int32(value))
+
+
+@cute.jit
+def load_remote(ptr, rank: Int32) -> Int32:
+    """The 32-bit word at ``ptr``'s offset in CTA ``rank``'s shared memory."""
+    return _ld_cluster(remote(ptr, rank).toint())
 
 
 @cute.jit

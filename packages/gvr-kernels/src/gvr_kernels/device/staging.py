@@ -98,11 +98,12 @@ def warp_slots(cursor, cnt: Int32, scope: cutlass.Constexpr = None) -> Int32:
 
 
 @cute.jit
-def packed_warp_slots(cursor, cnt_lo: Int32, cnt_hi: Int32):
+def packed_warp_slots(cursor, cnt_lo: Int32, cnt_hi: Int32, scope: cutlass.Constexpr = None):
     """This lane's first slots of two runs (``cnt_lo`` and ``cnt_hi`` consecutive ones) taken
     from two counters packed in the shared word at ``cursor`` (low and high 16 bits): one
     :func:`warp_slots` on the packed counts. Exact while the low counter's total over the
     CTA stays below ``2**16`` (no carry into the high half) and the high one's below
-    ``2**16``: the callers count at most K (<= 2048) and one row's keys (< 2**16)."""
-    first = warp_slots(cursor, cnt_lo | (cnt_hi << 16))
+    ``2**16``: the callers count at most K (<= 2048) and one row's keys (< 2**16).
+    ``scope``: as in :func:`warp_slots`."""
+    first = warp_slots(cursor, cnt_lo | (cnt_hi << 16), scope=scope)
     return first & Int32(0xFFFF), Int32(Uint32(first) >> Uint32(16))

@@ -50,7 +50,7 @@ from cutlass import Int32, Int64, Uint32, const_expr
 from gvr_reference.model import Path
 from gvr_reference.register_model import CROWD_MIN, RANK_MAX, register_plan
 
-from ..device import shared, warp
+from ..device import shared
 from ..device.bracket import (
     NEG_INF_BITS,
     POS_INF_BITS,
@@ -59,20 +59,21 @@ from ..device.bracket import (
     find_crossing_cta,
     fmax_nan,
     fmin,
+    narrow_crossing,
+    rank_crossing,
+    write_masked,
 )
 from ..device.keys import KEY_MAX, order_key
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import count_shared, load_scalar, load_vec4, store_u32_if
-from ..device.ops import DEVICE_OPS, umax, umin
+from ..device.memory import count_shared, load_scalar, load_vec4
+from ..device.ops import DEVICE_OPS, umax
 from ..device.sampling import thread_sample_key
 from ..device.select import (
     emit_rule,
     narrow,
-    position_reader,
     select_and_emit,
-    write_slot,
 )
-from ..device.shared import ctl_u32, record_path
+from ..device.shared import record_path
 from ..device.staging import packed_warp_slots, stage_selected
 from ..device.window import row_window, write_short_row
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, RegisterConfig
@@ -405,10 +406,10 @@ class RegisterTopK:
                 n_eq = n_eq + Int32(cute.arch.popc(eq[w]))
             slot_gt, slot_eq = packed_warp_slots(sh.ctl.iterator + Ctl.GT, n_gt, n_eq)
             ea = EmitArgs(out, values, row, k, k, Int32(0), Uint32(0), Uint32(KEY_MAX))
-            self._write_masked(out, values, row, regs, gt, slot_gt)
+            write_masked(cfg, out, values, row, regs, gt, slot_gt)
             if whole:
                 if cute.arch.vote_any_sync(n_eq > 0):
-                    self._write_masked(out, values, row, regs, eq, above + slot_eq)
+                    write_masked(cfg, out, values, row, regs, eq, above + slot_eq)
             else:
                 if cute.arch.vote_any_sync(n_eq > 0):
                     for i in cutlass.range_constexpr(nk):
@@ -420,84 +421,11 @@ class RegisterTopK:
                 if m <= RANK_MAX:
                     code = Int32(Path.BRACKET_RANK)
                     if tid // 32 == 0:
-                        self._rank_bin(sh, ea, win, m, above, need)
+                        rank_crossing(cfg, sh, ea, win, m, above, need)
                 else:
                     code = Int32(Path.BRACKET_NARROW)
-                    self._narrow_staged(sh, win, out, values, row, k, m, need, above)
+                    narrow_crossing(cfg, sh, win, out, values, row, k, m, need, above)
         return code
-
-    @cute.jit
-    def _write_masked(self, out, values, row: Int32, regs, masks, slot: Int32):
-        """Write the held slots whose bit is set in ``masks`` (a list of 32-bit words) to
-        consecutive output slots from ``slot`` of output row ``row``: each a predicated
-        store of its window position (and, with values, of its bits), no branch."""
-        cfg = self.cfg
-        width = Int64(out.shape[1])
-        at = out.iterator.toint() + Int64(row) * width * Int64(4)
-        vat = Int64(0)
-        if const_expr(cfg.with_values):
-            vat = values.iterator.toint() + Int64(row) * Int64(values.shape[1]) * Int64(4)
-        for i in cutlass.range_constexpr(len(regs.keys)):
-            bit = (masks[i // 32] >> Uint32(i % 32)) & Uint32(1)
-            offset = Int64(slot) * Int64(4)
-            store_u32_if(at + offset, Uint32(regs.pos(i, cfg.threads)), bit)
-            if const_expr(cfg.with_values):
-                store_u32_if(vat + offset, regs.keys[i], bit)
-            slot = slot + Int32(bit)
-
-    @cute.jit
-    def _narrow_staged(self, sh, win, out, values, row, k, m, need, above):
-        """Radix narrowing over the ``m`` staged keys of the crossing bin (their key range
-        first), then the emission of its ``need`` winners into slots ``[above, k)``."""
-        cfg = self.cfg
-        self._staged_range(sh, m)
-        cute.arch.barrier()
-        lo = ~Uint32(sh.ctl[Ctl.CMIN])
-        hi = Uint32(sh.ctl[Ctl.CMAX])
-        thr, need_eq, count_thr = narrow(
-            cfg, sh, win, Source.STAGE, Rank.BY_KEY, Goal.SELECT, need, lo, hi, Uint32(0), m
-        )
-        emit_rule(
-            cfg, sh, win, Source.STAGE, out, values, row, k, thr, need_eq, count_thr, m,
-            values_from=win, gt_start=above,
-        )  # fmt: skip
-
-    @cute.jit
-    def _staged_range(self, sh, m: Int32):
-        """The smallest and largest of the ``m`` staged keys into ``ctl[CMIN]`` (complemented)
-        and ``ctl[CMAX]``: a strided pass over the staging, one atomic pair per warp."""
-        cmin = Uint32(KEY_MAX)
-        cmax = Uint32(0)
-        tid, _, _ = cute.arch.thread_idx()
-        for ib in cutlass.range(0, m, self.cfg.threads):
-            i = ib + tid
-            key = sh.stage_bits[cutlass.select_(i < m, i, Int32(0))]
-            cmin = umin(cmin, key)
-            cmax = umax(cmax, key)
-        cmin = Uint32(cute.arch.warp_redux_sync(cmin, "umin"))
-        cmax = Uint32(cute.arch.warp_redux_sync(cmax, "umax"))
-        if cute.arch.lane_idx() == 0:
-            cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.CMIN), ~cmin)
-            cute.arch.atomic_max(ctl_u32(sh.ctl, Ctl.CMAX), cmax)
-
-    @cute.jit
-    def _rank_bin(self, sh, ea, win, m: Int32, above: Int32, need: Int32):
-        """Warp 0: the ``m <= 32`` staged keys of the crossing bin ranked by (key descending,
-        position ascending); the first ``need`` go to slots ``above + rank``. Ranks are
-        distinct (positions are), so the slots ``[above, above + need)`` are each written
-        once, and the tie class at the boundary yields its smallest positions."""
-        lane = cute.arch.lane_idx()
-        mine = lane < m
-        at = cutlass.select_(mine, lane, Int32(0))
-        key = Uint32(cutlass.select_(mine, sh.stage_bits[at], Uint32(0)))
-        pos = sh.stage_idx[at]
-        rank = Int32(0)
-        for j in cutlass.range(32, unroll=4):
-            kj = Uint32(warp.broadcast(Int32(key), Int32(j)))
-            pj = warp.broadcast(pos, Int32(j))
-            rank = rank + cutlass.select_((kj > key) | ((kj == key) & (pj < pos)), 1, 0)
-        if mine & (rank < need):
-            write_slot(self.cfg, ea, above + rank, pos, position_reader(self.cfg, win, pos))
 
     @cute.jit
     def _sampled(
