@@ -117,7 +117,7 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     assert {c.threads for c in cfgs} == {512, 1024}
     assert any(c.split for c in cfgs) and any(not c.split for c in cfgs)
     cluster = {(c.cluster, c.threads, c.vecs) for c in cfgs if c.family == "cluster"}
-    assert cluster == {(4, 512, 4), (8, 512, 4), (4, 1024, 4)}
+    assert cluster == {(4, 512, 4), (8, 512, 4), (4, 1024, 4), (8, 1024, 4)}
     register = {(c.threads, c.vecs, c.resident) for c in cfgs if c.family == "register"}
     assert register == {
         (512, 1, 1),

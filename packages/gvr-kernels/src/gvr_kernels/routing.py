@@ -89,6 +89,8 @@ __all__ = [
     "REGISTER_WIDE_N",
     "BRACKET_MAX_VECS",
     "CLUSTER_MAX_N",
+    "CLUSTER_WIDE_N",
+    "CLUSTER_BRACKET_MIN_K",
     "CLUSTER_ROW_N",
     "CLUSTER_SMALL_K",
     "FAMILY_NAMES",
@@ -123,6 +125,10 @@ BRACKET_MAX_VECS = 4
 #: Envelopes up to this run on the cluster-register family while its CTAs take at most half
 #: the SMs (``_cluster_core``).
 CLUSTER_MAX_N = 65536
+#: ... and up to this with eight 1024 x 4 CTAs at K above ``CLUSTER_BRACKET_MIN_K``.
+CLUSTER_WIDE_N = 131072
+#: 1024-thread cluster CTAs take the bracket path only above this K.
+CLUSTER_BRACKET_MIN_K = 512
 #: Scores a 1024 x 4 CTA of a cluster holds (a 512 x 4 CTA: half).
 CLUSTER_ROW_N = 16384
 #: Largest K the 512-thread cluster shapes serve.
@@ -213,15 +219,20 @@ def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int):
     while its CTAs take at most half the SMs (beyond that, clusters wait for a whole group
     of free SMs: 128 CTAs in clusters of 4 or 8 ran 1.3x-1.6x slower than the split
     streaming row); eight 512 x 4 CTAs at K <= 1024 and four 1024 x 4 CTAs otherwise hold
-    envelopes up to 65,536 (b = 1: 11.0 / 12.8 / 15.7 against 14.1 / 14.1 / 16.4 us for
-    K = 512 / 1024 / 2048), four 512 x 4 CTAs at K <= 1024 up to 32,768 (10.2 / 11.8 against
-    12.3 / 13.0 us for the 1024 x 8 register row; at K = 2048 the register row is faster);
-    at 131,072 the split streaming row is as fast.
+    envelopes up to 65,536, four 512 x 4 CTAs at K <= 1024 up to 32,768 (at K = 2048 the
+    register row is faster), and eight 1024 x 4 CTAs at K > 512 up to 131,072. The bracket
+    path (``ClusterConfig.bracket``) serves every shape but 1024-thread CTAs at K <= 512,
+    where the sampled path measured faster (b = 1, n = 65,536, x8 512 x 4: 11.6 / 11.6 /
+    12.9 us against 12.4 / 13.2 / 17.0 for the sampled path, K = 512 / 1024 / 2048;
+    x4 1024 x 4 at K = 512: 14.5 against 12.3; x8 1024 x 4 at n = 131,072, K = 1024 / 2048:
+    14.6 / 15.9 against 16.0 / 16.9 for the split streaming row).
     """
-    if not REGISTER_MAX_N < n_env <= CLUSTER_MAX_N:
+    if not REGISTER_MAX_N < n_env <= CLUSTER_WIDE_N:
         return None
     limit = spec.sm_count // 2
-    if n_env <= 2 * CLUSTER_ROW_N:
+    if n_env > CLUSTER_MAX_N:
+        shape = (8, 1024) if k > CLUSTER_BRACKET_MIN_K and 8 * rows <= limit else None
+    elif n_env <= 2 * CLUSTER_ROW_N:
         shape = (4, 512) if k <= CLUSTER_SMALL_K and 4 * rows <= limit else None
     elif k <= CLUSTER_SMALL_K and 8 * rows <= limit:
         shape = (8, 512)
@@ -229,7 +240,8 @@ def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int):
         shape = (4, 1024) if 4 * rows <= limit else None
     if shape is None or shape[0] > spec.max_cluster_size:
         return None
-    return ClusterConfig(cluster=shape[0], threads=shape[1], vecs=4, bracket=True)
+    bracket = shape[1] == 512 or k > CLUSTER_BRACKET_MIN_K
+    return ClusterConfig(cluster=shape[0], threads=shape[1], vecs=4, bracket=bracket)
 
 
 @dataclass(frozen=True)
@@ -404,6 +416,8 @@ def routed_configs(
             2 * CLUSTER_ROW_N + 1,
             CLUSTER_MAX_N,
             CLUSTER_MAX_N + 1,
+            CLUSTER_WIDE_N,
+            CLUSTER_WIDE_N + 1,
             262144,
         ):
             for k, mode, with_values, det, dtype in itertools.product(

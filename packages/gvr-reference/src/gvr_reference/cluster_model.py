@@ -31,8 +31,8 @@ CTA writes global memory before the answer. Per row:
 **The bracket path** (configurations built with ``bracket``; the register family's bracket,
 spread over the cluster). The bracket's ends are reduced over the cluster: the row's largest
 key and the low key (the smallest of window positions ``[0, k)``, raised to the smallest of
-the per-thread maxima when at least ``k`` threads of the cluster hold a score,
-:func:`bracket_low`), and so is the crowd test of every warp's sample
+the maxima of ``k`` or more groups of lanes when they hold a score, :func:`bracket_low`),
+and so is the crowd test of every warp's sample
 (:func:`gvr_reference.register_model.crowded_sample`). Every CTA maps its scores onto the
 same ``BRACKET_BINS`` bins (:func:`gvr_reference.register_model.bracket_bins`) and adds its
 counts into the owner of each bin (CTA ``b // (BRACKET_BINS / cluster)``); from the owners'
@@ -80,6 +80,7 @@ __all__ = [
     "CLUSTER_SIZES",
     "ClusterParams",
     "bracket_low",
+    "group_lanes",
     "thread_sample",
     "sample_positions",
     "simulate_row",
@@ -151,19 +152,32 @@ def _thread_slots(n: int, lead: int, p: ClusterParams):
     return pos, (v < (lead + n) >> 2) & (pos >= 0)
 
 
+def group_lanes(k: int, p: ClusterParams) -> int:
+    """Lanes per group of the bracket's low end: the largest power of two ``g <= 32`` with
+    ``g * k`` at most the cluster's threads (1 when ``k`` exceeds half of them)."""
+    g = 1
+    while g < 32 and 2 * g * k <= p.cluster * p.threads:
+        g *= 2
+    return g
+
+
 def bracket_low(keys: np.ndarray, k: int, lead: int, p: ClusterParams) -> int:
     """The bracket's low key for a row of window keys (``n = keys.size > k``): the smallest
-    key of positions ``[0, k)``, or the smallest per-thread maximum where that is higher and
-    at least ``k`` threads of the cluster hold a score (thread ``t`` of CTA ``r`` holds one
-    when its first vector ``r V + t`` is whole; its maximum includes the tail scores the last
-    CTA's warp 0 holds). Each maximum is a distinct score, so at least ``k`` keys are
-    ``>= lo`` either way (as :func:`gvr_reference.register_model.bracket_low`)."""
+    key of positions ``[0, k)``, or, where that is higher and at least ``k`` groups hold a
+    score, the smallest of the group maxima. A group is ``g`` (:func:`group_lanes`)
+    consecutive lanes of a warp; it holds a score when its first thread does (thread ``t``
+    of CTA ``r`` holds one when its first vector ``r V + t`` is whole, so a CTA's holding
+    threads are a prefix); its maximum is over the scores its threads hold (the last CTA's
+    warp 0 also holds the tail). Group maxima are distinct scores, so at least ``k`` keys are
+    ``>= lo`` either way, and ``k`` groups of ``g`` threads give a far higher bound than
+    ``k`` single threads (``gvr_reference.register_model.bracket_low``)."""
     n = keys.shape[0]
     lo = int(keys[:k].min())
     nvec = (lead + n) >> 2
+    g = group_lanes(k, p)
     r = np.arange(p.cluster, dtype=np.int64)[:, None]
     t = np.arange(p.threads, dtype=np.int64)[None, :]
-    holds = r * p.cta_vecs + t < nvec
+    holds = (r * p.cta_vecs + t < nvec) & (t % g == 0)
     if int(holds.sum()) < k:
         return lo
     pos, valid = _thread_slots(n, lead, p)
@@ -171,7 +185,8 @@ def bracket_low(keys: np.ndarray, k: int, lead: int, p: ClusterParams) -> int:
     tail = nvec * 4 - lead + np.arange(32)
     has = tail < n
     tk[-1, :32] = np.maximum(tk[-1, :32], np.where(has, keys[np.where(has, tail, 0)], 0))
-    return max(lo, int(tk[holds].min()))
+    gk = np.repeat(tk.reshape(p.cluster, p.threads // g, g).max(axis=2), g, axis=1)
+    return max(lo, int(gk[holds].min()))
 
 
 def thread_sample(keys: np.ndarray, lead: int, p: ClusterParams) -> np.ndarray:
@@ -255,7 +270,8 @@ def bracket_forced_rows(
     kind per row)``. Kinds: 0 gaussian (a small crossing bin, ranked; lengths ``max_n - i %
     4``, so the last CTA holds a tail), 1 ``k`` outliers far above the rest (the crossing bin
     wanted whole), 2 ``capacity * 3 // 4`` consecutive floats at 3.0 (a crossing bin narrowed),
-    3 ``6 * capacity`` of them (a crossing bin larger than the staging), 4 a tie class of 30%
+    3 ``6 * capacity`` of them and one score of ``1e6`` (a crossing bin larger than the
+    staging), 4 a tie class of 30%
     of the row (a crowded sample: the sampled path), 5 a NaN, 6 a ``+inf`` (an end not
     finite), 7 short rows, 8 rows longer than the cluster holds. ``width`` must be at least
     ``max_n + 8``."""
@@ -275,7 +291,10 @@ def bracket_forced_rows(
         elif kind[r] in (2, 3):
             m = p.capacity * 3 // 4 if kind[r] == 2 else 6 * p.capacity
             run = np.float32(3.0).view(np.int32) + np.arange(m, dtype=np.int32)
-            x[r, g.choice(n, m, replace=False)] = run.view(np.float32)
+            at = g.choice(n, m + 1, replace=False)
+            x[r, at[:m]] = run.view(np.float32)
+            if kind[r] == 3:  # a bracket far wider than the run: the run in one bin
+                x[r, at[m]] = 1.0e6
         elif kind[r] == 4:
             x[r, g.random(width) < 0.3] = 2.5
         elif kind[r] == 5:

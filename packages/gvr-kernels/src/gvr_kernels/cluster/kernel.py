@@ -63,7 +63,7 @@ from ..device.cluster import (
 )
 from ..device.keys import KEY_MAX, order_key
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import count_shared, load_scalar, load_vec4
+from ..device.memory import count_shared_if, load_scalar, load_vec4
 from ..device.ops import DEVICE_OPS, umax, umin
 from ..device.sampling import thread_sample_key
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
@@ -411,6 +411,17 @@ class ClusterTopK:
                 else:
                     mine = mine & (v0 + tid + (i // 4) * threads < nvec)
                 first = fmin(first, Uint32(cutlass.select_(mine, bits[i], Uint32(POS_INF_BITS))))
+        # The maximum of each group of g consecutive lanes, g the largest power of two
+        # <= 32 with g * k <= the cluster's threads (gvr_reference.cluster_model.bracket_low):
+        # k groups' maxima are k distinct scores, a far higher low end than k threads'.
+        g = Int32(1)
+        for d in cutlass.range_constexpr(1, 6):
+            g = cutlass.select_(k * (1 << d) <= cfg.cluster * threads, Int32(1 << d), g)
+        gmax = tmax
+        for d in cutlass.range_constexpr(5):
+            other = Uint32(cute.arch.shuffle_sync_bfly(Int32(gmax), offset=1 << d))
+            gmax = Uint32(cutlass.select_((1 << d) < g, fmax_nan(gmax, other), gmax))
+        lead_lane = (lane & (g - 1)) == 0
         tkey = order_key(tmax)
         sample_key = self._sample_key(bits, v0, lead, nvec)
 
@@ -422,7 +433,7 @@ class ClusterTopK:
         w_max = Uint32(cute.arch.warp_redux_sync(tkey, "umax"))
         w_first = Uint32(cute.arch.warp_redux_sync(order_key(first), "umin"))
         w_tmin = Uint32(cute.arch.warp_redux_sync(
-            Uint32(cutlass.select_(holds, tkey, Uint32(KEY_MAX))), "umin"
+            Uint32(cutlass.select_(holds & lead_lane, order_key(gmax), Uint32(KEY_MAX))), "umin"
         ))  # fmt: skip
         cute.arch.cluster_wait()
         if lane < cfg.cluster:
@@ -457,11 +468,12 @@ class ClusterTopK:
         tmax_min = Uint32(cute.arch.warp_redux_sync(tmax_min, "umin"))
         s_valid = Int32(cute.arch.warp_redux_sync(s_valid, "add"))
         crowd = Int32(cute.arch.warp_redux_sync(crowd, "max"))
-        # gvr_reference.cluster_model.bracket_low: threads of the cluster holding a score
+        # gvr_reference.cluster_model.bracket_low: groups of the cluster holding a score
+        # (a CTA's holding threads are a prefix of its threads)
         holders = Int32(0)
         for r in cutlass.range_constexpr(cfg.cluster):
-            rest = nvec - r * threads * cfg.vecs
-            holders = holders + cutlass.min(cutlass.max(rest, Int32(0)), Int32(threads))
+            rest = cutlass.min(cutlass.max(nvec - r * threads * cfg.vecs, Int32(0)), Int32(threads))
+            holders = holders + (rest + g - 1) // g
         if (holders >= k) & (tmax_min > lo_key):
             lo_key = tmax_min
         ok, vlo, scale = bracket_setup(lo_key, max_key, BRACKET_BINS)
@@ -532,12 +544,12 @@ class ClusterTopK:
         bits = regs.keys
         nk = len(bits)
 
-        # ---- count this CTA's scores (bin 0, below the bracket, to a scratch word per lane)
+        # ---- count this CTA's scores (bin 0, below the bracket, is not counted: a
+        # predicated reduction, no access for those lanes)
         hist = sh.bhist.iterator.toint()
-        spill = sh.wsum.iterator.toint() + lane * 4
         for i in cutlass.range_constexpr(nk):
             b = bracket_bin(bits[i], vlo, scale, BRACKET_BINS)
-            count_shared(cutlass.select_(b != 0, hist + b * 4, spill))
+            count_shared_if(hist + b * 4, cutlass.select_(b != 0, 1, 0))
         if tid == 0:
             sh.ctl[Ctl.VLO] = Int32(vlo)
             sh.ctl[Ctl.SCALE] = Int32(scale)

@@ -120,3 +120,19 @@ def count_shared(addr: Int32, *, loc=None, ip=None) -> None:
         loc=loc,
         ip=ip,
     )
+
+
+@dsl_user_op
+def count_shared_if(addr: Int32, flag, *, loc=None, ip=None) -> None:
+    """``red.shared.add.u32 [addr], 1`` when ``flag`` (a predicated reduction: lanes whose
+    flag is false issue no shared-memory access; no branch)."""
+    operands = [Int32(addr).ir_value(loc=loc, ip=ip), Int32(flag).ir_value(loc=loc, ip=ip)]
+    llvm.inline_asm(
+        None,
+        operands,
+        "{ .reg .pred p; setp.ne.s32 p, $1, 0; @p red.shared.add.u32 [$0], 1; }",
+        "r,r,~{memory}",
+        has_side_effects=True,
+        loc=loc,
+        ip=ip,
+    )
