@@ -212,7 +212,7 @@ def _register_shape(
     return None
 
 
-def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int):
+def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int, mode: str, with_values: bool):
     """The cluster-register core for a launch, or None where another family is faster.
 
     Measured on the H200 (``tools/tune_cluster.py``, ``tune_cluster.log``): the cluster wins
@@ -221,8 +221,10 @@ def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int):
     streaming row); eight 512 x 4 CTAs at K <= 1024 and four 1024 x 4 CTAs otherwise hold
     envelopes up to 65,536, four 512 x 4 CTAs at K <= 1024 up to 32,768 (at K = 2048 the
     register row is faster), and eight 1024 x 4 CTAs at K > 512 up to 131,072. The bracket
-    path (``ClusterConfig.bracket``) serves every shape but 1024-thread CTAs at K <= 512,
-    where the sampled path measured faster (b = 1, n = 65,536, x8 512 x 4: 11.6 / 11.6 /
+    path (``ClusterConfig.bracket``) serves every 512-thread shape, and 1024-thread CTAs
+    (64 registers) above K = 512 for decode and full rows without values: at K <= 512 the
+    sampled path measured faster, and for prefill windows or values the bracket code
+    spills at 64 registers (the compile audit) (b = 1, n = 65,536, x8 512 x 4: 11.6 / 11.6 /
     12.9 us against 12.4 / 13.2 / 17.0 for the sampled path, K = 512 / 1024 / 2048;
     x4 1024 x 4 at K = 512: 14.5 against 12.3; x8 1024 x 4 at n = 131,072, K = 1024 / 2048:
     14.6 / 15.9 against 16.0 / 16.9 for the split streaming row).
@@ -240,7 +242,9 @@ def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int):
         shape = (4, 1024) if 4 * rows <= limit else None
     if shape is None or shape[0] > spec.max_cluster_size:
         return None
-    bracket = shape[1] == 512 or k > CLUSTER_BRACKET_MIN_K
+    bracket = shape[1] == 512 or (
+        k > CLUSTER_BRACKET_MIN_K and mode != "prefill" and not with_values
+    )
     return ClusterConfig(cluster=shape[0], threads=shape[1], vecs=4, bracket=bracket)
 
 
@@ -331,7 +335,7 @@ def route_static(
         raise ValueError(f"families must be among {FAMILY_NAMES}, got {sorted(unknown)}")
     reg = clu = None
     if dtype == "float32" and "cluster" in families:
-        clu = _cluster_core(spec, rows, n_env, k)
+        clu = _cluster_core(spec, rows, n_env, k, mode, with_values)
     if clu is not None and clu.smem_bytes <= spec.smem_per_block:
         config = replace(clu, mode=mode, with_values=with_values, deterministic=deterministic)
         return Route(

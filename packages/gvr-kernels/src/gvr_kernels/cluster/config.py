@@ -125,10 +125,11 @@ class ClusterConfig:
     def shared_layout(self) -> tuple[tuple[str, str, int], ...]:
         """Each CTA's shared-memory arrays in allocation order, ``(name, dtype, count)``
         (the staging is used by the leader only; every CTA of a kernel has one layout). A
-        bracket configuration adds its local histogram (``bhist``, also the crossing
-        search's copy of the owner's slice), the slice of the merged histogram it owns
-        (``mhist``), the slice totals (``stot``), every warp's reductions of the cluster
-        (``cstat``, four words each) and a scratch (``wsum``)."""
+        bracket configuration adds its local histogram (``bhist``), the copies of the slice of
+        bins it owns from every CTA (``mcopy``, ``cluster`` runs of ``slice_bins``), the
+        merged slice for the crossing search (``xhist``), every warp's count of the cluster
+        (``sparts``) and its reductions (``cstat``, four words each), the crossing bin from
+        its owner (``xb``), four mbarriers (``mbar``) and a scratch (``wsum``)."""
         arrays = (
             ("hist", "i32", HIST_BINS),
             ("ctl", "i32", CTL_WORDS),
@@ -137,11 +138,15 @@ class ClusterConfig:
             ("stage_idx", "i32", self.capacity),
         )
         if self.bracket:
+            warps = self.threads // 32
             arrays += (
-                ("bhist", "i32", max(BRACKET_BINS, self.threads)),
-                ("mhist", "i32", self.slice_bins),
-                ("stot", "i32", 16),
-                ("cstat", "u32", 4 * self.cluster * (self.threads // 32)),
+                ("bhist", "i32", BRACKET_BINS),
+                ("mcopy", "i32", BRACKET_BINS),
+                ("xhist", "i32", max(self.threads, self.slice_bins)),
+                ("sparts", "i32", self.cluster * warps),
+                ("cstat", "u32", 4 * self.cluster * warps),
+                ("xb", "i32", 4),
+                ("mbar", "u32", 8),
                 ("wsum", "i32", 32),
             )
         return arrays

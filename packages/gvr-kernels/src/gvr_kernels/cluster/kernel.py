@@ -54,11 +54,10 @@ from ..device.bracket import (
     write_masked,
 )
 from ..device.cluster import (
-    add_remote,
     cluster_sync,
     gather_selected,
-    load_remote,
     remote,
+    store_async,
     store_remote,
 )
 from ..device.keys import KEY_MAX, order_key
@@ -78,6 +77,12 @@ __all__ = ["ClusterTopK", "allocate_shared"]
 _SVALID = Ctl.TOTAL
 #: The leader CTA of a row's cluster.
 _LEADER = 0
+#: Control word of the leader holding the bracket path's cluster-wide emission cursor (a
+#: split-row word, unused by this family's own phases).
+_GT_CURSOR = Ctl.LAST
+#: The bracket path's mbarriers: the cluster's reductions, the histogram copies and partial
+#: totals, the crossing bin, the gathered crossing-bin keys (the leader's).
+_M_STATS, _M_MERGE, _M_CROSS, _M_GATHER = 0, 1, 2, 3
 
 
 @cute.jit
@@ -183,11 +188,6 @@ class ClusterTopK:
         if const_expr(cfg.bracket):
             for i in cutlass.range_constexpr(BRACKET_BINS // cfg.threads):
                 sh.bhist[tid + i * cfg.threads] = Int32(0)
-            for i in cutlass.range_constexpr((cfg.slice_bins + cfg.threads - 1) // cfg.threads):
-                if tid + i * cfg.threads < cfg.slice_bins:
-                    sh.mhist[tid + i * cfg.threads] = Int32(0)
-            if tid < 16:
-                sh.stot[tid] = Int32(0)
 
     @cute.jit
     def _held_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32):
@@ -384,7 +384,10 @@ class ClusterTopK:
         tail_ok = (rank == cfg.cluster - 1) & (warp_id == 0) & (t_pos < n)
         tail_bits = load_scalar(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))))
         self._zero_shared(sh)
-        # Release: this CTA runs and its words are zero before any remote write reaches it.
+        if tid == 0:
+            self._init_barriers(sh)
+        # Release: this CTA runs, its words are zero and its mbarriers initialised before any
+        # remote write reaches it.
         cute.arch.cluster_arrive()
 
         # ---- the held scores as float32 bits, -inf outside the window
@@ -438,11 +441,9 @@ class ClusterTopK:
         cute.arch.cluster_wait()
         if lane < cfg.cluster:
             at = sh.cstat.iterator + (rank * warps + warp_id) * 4
-            store_remote(at, lane, w_max)
-            store_remote(at + 1, lane, w_first)
-            store_remote(at + 2, lane, w_tmin)
-            store_remote(at + 3, lane, Uint32(n_valid | (same << 16)))
-        cluster_sync()
+            packed = Uint32(n_valid | (same << 16))
+            store_async(at, lane, self._mbar(sh, _M_STATS), [w_max, w_first, w_tmin, packed])
+        cute.arch.mbarrier_wait(self._mbar(sh, _M_STATS), 0)
 
         # ---- every warp reduces the cluster's words: uniform results in every CTA
         entries = cfg.cluster * warps
@@ -451,7 +452,7 @@ class ClusterTopK:
         tmax_min = Uint32(KEY_MAX)
         s_valid = Int32(0)
         crowd = Int32(0)
-        for e0 in cutlass.range_constexpr(0, entries, 32):
+        for e0 in cutlass.range(0, entries, 32, unroll=1):
             e = e0 + lane
             mine = e < entries
             at = cutlass.select_(mine, e, Int32(0)) * 4
@@ -482,8 +483,11 @@ class ClusterTopK:
             if rank == _LEADER:
                 self._record(paths, row, code)
         else:
-            keys = self._keys(regs, v0, nvec, tail_ok)
-            self._send_sample(sh, rank, sample_key)
+            # Recomputed here rather than held across the exchange (register pressure at
+            # 1024 threads, 64 registers).
+            t_ok = (rank == cfg.cluster - 1) & (warp_id == 0) & (regs.tail_pos < n)
+            keys = self._keys(regs, v0, nvec, t_ok)
+            self._send_sample(sh, rank, self._sample_key(bits, v0, lead, nvec))
             if tid == 0:
                 sh.ctl[_SVALID] = s_valid
                 sh.ctl[Ctl.MAXKEY] = Int32(max_key)
@@ -531,12 +535,37 @@ class ClusterTopK:
         keys.append(Uint32(cutlass.select_(tail_ok, tail, Uint32(0))))
         return RegisterRow(keys, regs.p0, regs.tail_pos)
 
+    def _mbar(self, sh, i: int):
+        """Pointer to mbarrier ``i`` (``_M_STATS`` ... ``_M_GATHER``) of this CTA."""
+        return cute.recast_ptr(sh.mbar.iterator + 2 * i, dtype=Int64)
+
+    @cute.jit
+    def _init_barriers(self, sh):
+        """One thread: the row's four mbarriers (one arrival each) with the bytes each CTA
+        receives in the first three (the reductions, the histogram copies and partial totals,
+        the crossing); the leader's gather barrier gets its bytes once the crossing is known.
+        Made visible to the cluster by the release of the start barrier."""
+        cfg = self.cfg
+        warps = cfg.threads // 32
+        for i in cutlass.range_constexpr(4):
+            cute.arch.mbarrier_init(self._mbar(sh, i), 1)
+        cute.arch.mbarrier_init_fence()
+        stats = 16 * cfg.cluster * warps
+        merge = 4 * cfg.cluster * (cfg.slice_bins + warps)
+        cute.arch.mbarrier_arrive_and_expect_tx(self._mbar(sh, _M_STATS), stats)
+        cute.arch.mbarrier_arrive_and_expect_tx(self._mbar(sh, _M_MERGE), merge)
+        cute.arch.mbarrier_arrive_and_expect_tx(self._mbar(sh, _M_CROSS), 16)
+
     @cute.jit
     def _bracket(self, sh, regs, win, out, values, rank, row, k, lo_key, vlo, scale) -> Int32:
-        """The bracket path over the cluster: the local counting pass, the counts added into
-        the owners' slices, the crossing bin, one emission pass. Returns the path code."""
+        """The bracket path over the cluster: the local counting pass, each slice of counts
+        sent to its owner and every warp's total to every CTA, the crossing bin found by the
+        owner of its slice and sent to every CTA, one emission pass. Every exchange is an
+        asynchronous DSMEM store completing on the receiver's mbarrier; one relaxed cluster
+        barrier before the CTAs leave. Returns the path code."""
         cfg = self.cfg
         threads = cfg.threads
+        warps = threads // 32
         slice_bins = cfg.slice_bins
         tid, _, _ = cute.arch.thread_idx()
         lane = cute.arch.lane_idx()
@@ -555,46 +584,65 @@ class ClusterTopK:
             sh.ctl[Ctl.SCALE] = Int32(scale)
         cute.arch.barrier()
 
-        # ---- add the counts into each bin's owner (CTA b // slice_bins) and every slice's
-        # total into every CTA; a thread's bins, and a warp's, lie in one slice
+        # ---- each thread's bins (one slice) to copy ``rank`` of their owner's slice; each
+        # warp's total to every CTA
         per = BRACKET_BINS // threads
+        b0 = tid * per
+        words = [sh.bhist[b0 + j] for j in range(per)]
+        merge = self._mbar(sh, _M_MERGE)
+        store_async(
+            sh.mcopy.iterator + (rank * slice_bins + b0 % slice_bins), b0 // slice_bins, merge,
+            words,
+        )  # fmt: skip
         own = Int32(0)
         for j in cutlass.range_constexpr(per):
-            b = tid * per + j
-            c = sh.bhist[b]
-            own = own + c
-            if c != 0:
-                add_remote(sh.mhist.iterator + b % slice_bins, b // slice_bins, c)
+            own = own + words[j]
         total = Int32(cute.arch.warp_redux_sync(own, "add"))
-        if (lane < cfg.cluster) & (total != 0):
-            add_remote(sh.stot.iterator + (warp_id * 32 * per) // slice_bins, lane, total)
-        cluster_sync()
+        if lane < cfg.cluster:
+            store_async(sh.sparts.iterator + (rank * warps + warp_id), lane, merge, [total])
+        cute.arch.mbarrier_wait(merge, 0)
 
-        # ---- the crossing slice from the totals, then the crossing bin in its owner's
-        # counts (each thread copies its own words of the slice; no barrier before the search)
+        # ---- the slice totals (each from the partial totals of the warps whose bins lie in
+        # it, one per lane, a warp sum), from the top slice down to the crossing slice
+        wps = slice_bins // (32 * per)  # warps per slice; cluster * wps <= 32
         acc = Int32(0)
         owner = Int32(0)
         above_s = Int32(0)
         found = Int32(0)
+        mine = lane < cfg.cluster * wps
+        src = lane // wps
         for jj in cutlass.range_constexpr(cfg.cluster):
             s = cfg.cluster - 1 - jj
-            t_s = sh.stot[s]
+            at = cutlass.select_(mine, src * warps + s * wps + lane % wps, Int32(0))
+            part = cutlass.select_(mine, sh.sparts[at], Int32(0))
+            t_s = Int32(cute.arch.warp_redux_sync(part, "add"))
             hit = (found == 0) & (acc + t_s >= k)
             owner = cutlass.select_(hit, Int32(s), owner)
             above_s = cutlass.select_(hit, acc, above_s)
             found = found | cutlass.select_(hit, 1, 0)
             acc = acc + t_s
-        span = max(threads, slice_bins)
-        per_s = span // threads
-        for j in cutlass.range_constexpr(per_s):
-            i = tid * per_s + j
-            h = Int32(0)
-            if i < slice_bins:
-                h = load_remote(sh.mhist.iterator + i, owner)
-            sh.bhist[i] = h
-        cb_s, above_l, m = find_crossing_cta(sh.bhist, sh.wsum, sh.ctl, span, threads, k - above_s)
-        cb = owner * slice_bins + cb_s
-        above = above_s + above_l
+
+        # ---- the owner: its merged slice, the crossing bin in it, sent to every CTA
+        if rank == owner:
+            span = max(threads, slice_bins)
+            per_s = span // threads
+            for j in cutlass.range_constexpr(per_s):
+                i = tid * per_s + j
+                h = Int32(0)
+                if i < slice_bins:
+                    for src in cutlass.range_constexpr(cfg.cluster):
+                        h = h + sh.mcopy[src * slice_bins + i]
+                sh.xhist[i] = h
+            cb_s, above_l, m_x = find_crossing_cta(
+                sh.xhist, sh.wsum, sh.ctl, span, threads, k - above_s
+            )
+            if tid < cfg.cluster:
+                cross = [owner * slice_bins + cb_s, above_s + above_l, m_x, Int32(0)]
+                store_async(sh.xb.iterator, tid, self._mbar(sh, _M_CROSS), cross)
+        cute.arch.mbarrier_wait(self._mbar(sh, _M_CROSS), 0)
+        cb = sh.xb[0]
+        above = sh.xb[1]
+        m = sh.xb[2]
         # The emission recomputes every bin from the bracket read back from shared memory
         # (as the register family: no counting-pass bin stays live).
         vlo = Uint32(sh.ctl[Ctl.VLO])
@@ -605,7 +653,7 @@ class ClusterTopK:
             # More keys in the crossing bin than the staging holds: the leader selects over
             # the row read from global memory, every key at or above the bracket's low end.
             code = Int32(Path.BRACKET_OVERFLOW)
-            cluster_sync()  # no CTA leaves while another may still read its slice
+            cute.arch.cluster_arrive_relaxed()
             if rank == _LEADER:
                 select_and_emit(
                     cfg, sh, win, Source.ROW, out, values, row, k, lo_key, Uint32(KEY_MAX),
@@ -629,38 +677,41 @@ class ClusterTopK:
             for w in cutlass.range_constexpr(len(gt)):
                 n_gt = n_gt + Int32(cute.arch.popc(gt[w]))
                 n_eq = n_eq + Int32(cute.arch.popc(eq[w]))
-            cursor = remote(sh.ctl.iterator + Ctl.GT, Int32(_LEADER))
+            # The leader's cluster-wide cursor (a word its own emission never uses).
+            cursor = remote(sh.ctl.iterator + _GT_CURSOR, Int32(_LEADER))
             if m == need:
                 # The whole crossing bin is in the answer: both runs from one cursor.
                 slot_gt, slot_eq = packed_warp_slots(cursor, n_gt, n_eq, scope="cluster")
-                cute.arch.cluster_arrive()
+                cute.arch.cluster_arrive_relaxed()
                 write_masked(cfg, out, values, row, regs, gt, slot_gt)
                 if cute.arch.vote_any_sync(n_eq > 0):
                     write_masked(cfg, out, values, row, regs, eq, above + slot_eq)
-                cute.arch.cluster_wait()
             else:
+                gather = self._mbar(sh, _M_GATHER)
+                if (rank == _LEADER) & (tid == 0):
+                    cute.arch.mbarrier_arrive_and_expect_tx(gather, 8 * m)
                 slot_gt = Int32(0)
                 if cute.arch.vote_any_sync(n_gt > 0):
                     slot_gt = warp_slots(cursor, n_gt, scope="cluster")
                 if cute.arch.vote_any_sync(n_eq > 0):
-                    gather_selected(
-                        cfg.capacity,
-                        sh,
-                        Int32(_LEADER),
-                        Ctl.CNT,
-                        [
-                            (order_key(bits[i]), regs.pos(i, threads),
-                             ((eq[i // 32] >> Uint32(i % 32)) & Uint32(1)) != Uint32(0))
-                            for i in range(nk)
-                        ],
-                    )  # fmt: skip
+                    slot = warp_slots(
+                        remote(sh.ctl.iterator + Ctl.CNT, Int32(_LEADER)), n_eq, scope="cluster"
+                    )
+                    for i in cutlass.range_constexpr(nk):
+                        if ((eq[i // 32] >> Uint32(i % 32)) & Uint32(1)) != Uint32(0):
+                            key = order_key(bits[i])
+                            pos = regs.pos(i, threads)
+                            store_async(sh.stage_bits.iterator + slot, _LEADER, gather, [key])
+                            store_async(sh.stage_idx.iterator + slot, _LEADER, gather, [pos])
+                            slot = slot + 1
+                cute.arch.cluster_arrive_relaxed()
                 write_masked(cfg, out, values, row, regs, gt, slot_gt)
-                cluster_sync()
                 if m <= RANK_MAX:
                     code = Int32(Path.BRACKET_RANK)
                 else:
                     code = Int32(Path.BRACKET_NARROW)
                 if rank == _LEADER:
+                    cute.arch.mbarrier_wait(gather, 0)
                     if m <= RANK_MAX:
                         if warp_id == 0:
                             ea = EmitArgs(
@@ -669,6 +720,8 @@ class ClusterTopK:
                             rank_crossing(cfg, sh, ea, win, m, above, need)
                     else:
                         narrow_crossing(cfg, sh, win, out, values, row, k, m, need, above)
+        # No CTA leaves while a remote cursor atomic may still reach the leader.
+        cute.arch.cluster_wait()
         return code
 
     @cute.jit

@@ -16,7 +16,15 @@ from cutlass.cutlass_dsl import T, dsl_user_op
 
 from .staging import selection_masks, warp_slots
 
-__all__ = ["remote", "store_remote", "add_remote", "load_remote", "cluster_sync", "gather_selected"]
+__all__ = [
+    "remote",
+    "store_remote",
+    "add_remote",
+    "load_remote",
+    "store_async",
+    "cluster_sync",
+    "gather_selected",
+]
 
 
 @cute.jit
@@ -75,6 +83,38 @@ def _ld_cluster(addr: Int32, *, loc=None, ip=None) -> Int32:
         ip=ip,
     )
     return Int32(res)
+
+
+@dsl_user_op
+def _st_async(addr: Int32, mbar: Int32, words, *, loc=None, ip=None) -> None:
+    """``st.async.shared::cluster.mbarrier::complete_tx::bytes`` of 1, 2 or 4 32-bit words at
+    a shared::cluster address, completing their bytes on the mbarrier at ``mbar`` (a
+    shared::cluster address in the same CTA)."""
+    n = len(words)
+    vec = {1: "b32", 2: "v2.b32", 4: "v4.b32"}[n]
+    regs = ", ".join(f"${i + 1}" for i in range(n))
+    data = regs if n == 1 else "{" + regs + "}"
+    operands = [Int32(addr).ir_value(loc=loc, ip=ip)]
+    operands += [Uint32(w).ir_value(loc=loc, ip=ip) for w in words]
+    operands.append(Int32(mbar).ir_value(loc=loc, ip=ip))
+    llvm.inline_asm(
+        None,
+        operands,
+        f"st.async.shared::cluster.mbarrier::complete_tx::bytes.{vec} [$0], {data}, [${n + 1}];",
+        ",".join(["r"] * (n + 2)) + ",~{memory}",
+        has_side_effects=True,
+        loc=loc,
+        ip=ip,
+    )
+
+
+@cute.jit
+def store_async(ptr, rank: Int32, mbar, words):
+    """Store ``words`` (1, 2 or 4 32-bit values, ``ptr`` aligned to their size) at ``ptr``'s
+    offset in CTA ``rank``'s shared memory, asynchronously: their bytes complete a
+    transaction on that CTA's copy of the mbarrier ``mbar`` (a pointer into this CTA's shared
+    memory), whose waiters then see them; no fence and no cluster barrier."""
+    _st_async(remote(ptr, rank).toint(), remote(mbar, rank).toint(), words)
 
 
 @cute.jit
