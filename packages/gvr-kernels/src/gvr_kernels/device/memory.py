@@ -108,6 +108,21 @@ def store_u32_if(addr: Int64, value: Uint32, flag: Uint32, *, loc=None, ip=None)
 
 
 @dsl_user_op
+def count_shared(addr: Int32, *, loc=None, ip=None) -> None:
+    """``red.shared.add.u32 [addr], 1`` (``addr``: a shared-window byte address,
+    ``pointer.toint()``)."""
+    llvm.inline_asm(
+        None,
+        [Int32(addr).ir_value(loc=loc, ip=ip)],
+        "red.shared.add.u32 [$0], 1;",
+        "r,~{memory}",
+        has_side_effects=True,
+        loc=loc,
+        ip=ip,
+    )
+
+
+@dsl_user_op
 def count_shared_if(addr: Int32, flag, *, loc=None, ip=None) -> None:
     """``red.shared.add.u32 [addr], 1`` when ``flag`` (a predicated reduction: lanes whose
     flag is false issue no shared-memory access; no branch)."""
