@@ -46,11 +46,13 @@ the prefill and full modes and with values; those configurations keep the sample
 (``bracket=False``).
 
 The cluster-register family (``gvr_kernels.cluster``: one thread-block cluster per row, the
-row in the registers of its CTAs, the sample and the survivors through DSMEM) serves float32
-envelopes of 16,385-65,536 while the launch's CTAs take at most half the SMs
-(:func:`_cluster_core`, measured with ``tools/tune_cluster.py``, table ``tune_cluster.log``):
-at b = 1, n = 65,536, 11.0 / 12.8 / 15.7 us against 14.1 / 14.1 / 16.4 us for the split row
-(K = 512 / 1024 / 2048); past half the SMs, or at 131,072, the split row is as fast or faster.
+row in the registers of its CTAs, the bracket's counts or the sample and the survivors
+through DSMEM) serves float32 envelopes of 16,385-65,536, and up to 131,072 at K > 512, while
+the launch's CTAs take at most half the SMs (:func:`_cluster_core`, measured with
+``tools/tune_cluster.py``, table ``tune_cluster.log``): at b = 1, n = 65,536 its bracket path
+takes 8.5 / 10.0 / 12.3 us of kernel time for K = 512 / 1024 / 2048 (ncu,
+``ncu_b1_cluster_bracket.log``), and in the tune table's event times 1-3 us less than the
+split streaming row at b = 1 and 8; past half the SMs the split row is as fast or faster.
 
 bfloat16 and float16 logits (``dtype``) run on the streaming family's 16-bit configurations
 (16-byte vectors of 8 scores, 16-bit keys, two scores per compare): the same cores with four

@@ -26,8 +26,18 @@ Per row (decisions and their CPU model: ``gvr_reference.cluster_model``; invaria
    the whole-row radix selection from global memory.
 
 Barriers on the critical path of a ``FIRST`` row: 3 cluster barriers (start, sample,
-gather) + 2 per rung level + 2 per selection level + the emission's 2 on the leader. No
-global memory is written before the answer and nothing is left to clean: the family needs
+gather) + 2 per rung level + 2 per selection level + the emission's 2 on the leader.
+
+A configuration built with ``bracket`` first tries the bracket histogram over the cluster
+(``docs/kernels.md``, "The bracket path of the cluster family"): after the start barrier,
+the cluster's reductions (the bracket's ends, the crowd test), the histogram slices sent to
+their owners with every warp's total, and the crossing bin sent by its owner travel as
+asynchronous DSMEM stores that complete on the receivers' mbarriers; every CTA writes its
+keys of higher bins through one cluster-wide cursor, the crossing bin is written whole or
+gathered to the leader and ranked or narrowed; one relaxed cluster barrier before the CTAs
+leave. Rows the bracket cannot serve take steps 3-6.
+
+No global memory is written before the answer and nothing is left to clean: the family needs
 no workspace and is safe under CUDA-graph replay.
 """
 
