@@ -207,7 +207,7 @@ class Dispatcher:
             return None
         want_values = return_values or values is not None
         if dev < 0:  # a kernel device without an index (the CPU stand-in of the tests)
-            dev = 0
+            dev = self.runtime.current_index()
         if max_seq_len is None:
             n_env = width
         elif max_seq_len >= 0:
@@ -627,7 +627,9 @@ class Dispatcher:
         # outcome: a cold key, a layout copy, a split launch's workspace.
         runtime = self.runtime
         device = logits.device
-        dev = device.index or 0
+        dev = device.index
+        if dev is None:  # a kernel device without an index (the CPU stand-in of the tests)
+            dev = runtime.current_index()
         kernel_values = want_values or sorted
         dt = logits.dtype
         key = LaunchKey(dev, mode, rows, n_env, k, kernel_values, deterministic, _DTYPE_NAMES[dt])
