@@ -68,8 +68,8 @@ def cluster_configs() -> list:
     shape with and without the bracket path)."""
     from gvr_kernels.cluster import ClusterConfig
 
-    routed = [(4, 512, 4), (8, 512, 4), (4, 1024, 4)]
-    tests = routed + [(2, 1024, 4), (8, 1024, 4)]
+    routed = [(4, 512, 4), (8, 512, 4), (4, 1024, 4), (8, 1024, 4)]
+    tests = routed + [(2, 1024, 4)]
     out = {}
     for br in (True, False):
         for c, t, v in tests:

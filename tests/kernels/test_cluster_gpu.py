@@ -27,9 +27,11 @@ torch = pytest.importorskip("torch")
 ROWS_CHECKED = {"n": 0}
 #: (cluster, threads, vecs, bracket): every shape the router uses, with and without the
 #: bracket path ...
-ROUTED = [(c, t, 4, b) for b in (True, False) for c, t in ((4, 512), (8, 512), (4, 1024))]
+ROUTED = [
+    (c, t, 4, b) for b in (True, False) for c, t in ((4, 512), (8, 512), (4, 1024), (8, 1024))
+]
 #: ... and the extremes of the family.
-SHAPES = ROUTED + [(2, 1024, 4, True), (8, 1024, 4, True), (2, 1024, 4, False)]
+SHAPES = ROUTED + [(2, 1024, 4, True), (2, 1024, 4, False)]
 #: The bracket shapes of :data:`ROUTED`.
 BRACKETED = [s for s in ROUTED if s[3]]
 
@@ -305,9 +307,11 @@ def test_bracket_paths_match_the_model(kp, shape, det, bracket):
     if bracket:
         expected = {
             Path.BRACKET, Path.BRACKET_RANK, Path.BRACKET_NARROW, Path.BRACKET_OVERFLOW,
-            Path.TIE, Path.WHOLE_ROW, Path.SHORT,
+            Path.WHOLE_ROW, Path.SHORT,
         }  # fmt: skip
-        assert expected <= {Path(int(v)) for v in want}, sorted({Path(int(v)) for v in want})
+        taken = {Path(int(v)) for v in want}
+        assert expected <= taken, sorted(taken)
+        assert taken & {Path.TIE, Path.FIRST}, sorted(taken)  # the sampled fallback
     report = validate.check_topk(x, windows, k, out.cpu().numpy(), val.cpu().numpy())
     assert report.ok, report.summary()
     if det:

@@ -157,8 +157,9 @@ def test_register_family_where_it_is_measured_faster():
 
 def test_cluster_family_where_it_is_measured_faster():
     """Envelopes of 16,385-65,536 float32 scores while the clusters take at most half the
-    SMs: eight 512 x 4 CTAs (four up to 32,768) at K <= 1024, four 1024 x 4 CTAs at larger K
-    above 32,768 (``tune_cluster.log``)."""
+    SMs: four 512 x 4 CTAs up to 32,768 at K <= 1024, eight 512 x 4 CTAs above it at every K,
+    four 1024 x 4 CTAs where eight a row would pass half the SMs; up to 131,072 eight
+    1024 x 4 CTAs where their bracket path runs (``tune_cluster.log``)."""
     half = H200.sm_count // 2
     cases = [
         (1, 32768, 512, (4, 512)),
@@ -166,7 +167,8 @@ def test_cluster_family_where_it_is_measured_faster():
         (1, 65536, 512, (8, 512)),
         (8, 65536, 1024, (8, 512)),
         (9, 65536, 1024, (4, 1024)),
-        (1, 65536, 2048, (4, 1024)),
+        (1, 65536, 2048, (8, 512)),
+        (half // 8, CLUSTER_MAX_N, 2048, (8, 512)),
         (half // 4, CLUSTER_MAX_N, 2048, (4, 1024)),
     ]
     for rows, n_env, k, shape in cases:
@@ -180,6 +182,13 @@ def test_cluster_family_where_it_is_measured_faster():
     assert route_static(H200, rows=1, n_env=32768, k=CLUSTER_SMALL_K + 1).family == "register"
     assert route_static(H200, rows=half // 4 + 1, n_env=65536, k=512).family == "streaming"
     assert route_static(H200, rows=1, n_env=CLUSTER_MAX_N + 1, k=512).family == "streaming"
+    # Eight 1024 x 4 CTAs up to 131,072 only where their bracket path runs.
+    wide = route_static(H200, rows=1, n_env=CLUSTER_MAX_N + 1, k=1024)
+    assert wide.family == "cluster" and wide.config.bracket and wide.config.cluster == 8
+    for kw in (dict(mode="prefill"), dict(with_values=True)):
+        assert route_static(H200, rows=1, n_env=131072, k=2048, **kw).family == "streaming"
+    assert route_static(H200, rows=half // 8 + 1, n_env=131072, k=2048).family == "streaming"
+    assert route_static(H200, rows=1, n_env=131073, k=2048).family == "streaming"
     assert route_static(H200, rows=1, n_env=REGISTER_MAX_N, k=512).family == "register"
     assert route_static(H200, rows=1, n_env=65536, k=512, dtype="bfloat16").family == "streaming"
     small = DeviceSpec("no clusters", "sm_90a", 132, 232448, 233472, max_cluster_size=1)

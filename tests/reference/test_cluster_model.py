@@ -172,6 +172,7 @@ def test_bracket_forced_rows_reach_every_path():
     for kd in (4, 5, 6):  # a crowded sample, a NaN, +inf: the sampled path
         assert not paths[kd] & {Path.BRACKET, Path.BRACKET_RANK, Path.BRACKET_NARROW}
     assert paths[7] == {Path.SHORT} and paths[8] == {Path.WHOLE_ROW}
+    assert paths[9] == {Path.BRACKET_RANK}
     sampled = ClusterParams(4, 64, 2, capacity=64)
     assert all(
         simulate_row(x[r, : kv[r]], k, sampled).path

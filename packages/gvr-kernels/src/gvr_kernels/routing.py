@@ -51,8 +51,8 @@ through DSMEM) serves float32 envelopes of 16,385-65,536, and up to 131,072 at K
 the launch's CTAs take at most half the SMs (:func:`_cluster_core`, measured with
 ``tools/tune_cluster.py``, table ``tune_cluster.log``): at b = 1, n = 65,536 its bracket path
 takes 8.5 / 10.0 / 12.3 us of kernel time for K = 512 / 1024 / 2048 (ncu,
-``ncu_b1_cluster_bracket.log``), and in the tune table's event times 1-3 us less than the
-split streaming row at b = 1 and 8; past half the SMs the split row is as fast or faster.
+``ncu_b1_cluster_bracket.log``; 11.2 / 13.3 / 15.8 for the sampled cluster path before it,
+``ncu_b1.log``); past half the SMs the split row is as fast or faster.
 
 bfloat16 and float16 logits (``dtype``) run on the streaming family's 16-bit configurations
 (16-byte vectors of 8 scores, 16-bit keys, two scores per compare): the same cores with four
@@ -133,7 +133,7 @@ CLUSTER_WIDE_N = 131072
 CLUSTER_BRACKET_MIN_K = 512
 #: Scores a 1024 x 4 CTA of a cluster holds (a 512 x 4 CTA: half).
 CLUSTER_ROW_N = 16384
-#: Largest K the 512-thread cluster shapes serve.
+#: Largest K four 512-thread cluster CTAs serve (envelopes up to 32,768).
 CLUSTER_SMALL_K = 1024
 #: The kernel families the router picks from, in the order it tries them.
 FAMILY_NAMES = ("register", "cluster", "streaming")
@@ -217,36 +217,38 @@ def _register_shape(
 def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int, mode: str, with_values: bool):
     """The cluster-register core for a launch, or None where another family is faster.
 
-    Measured on the H200 (``tools/tune_cluster.py``, ``tune_cluster.log``): the cluster wins
-    while its CTAs take at most half the SMs (beyond that, clusters wait for a whole group
-    of free SMs: 128 CTAs in clusters of 4 or 8 ran 1.3x-1.6x slower than the split
-    streaming row); eight 512 x 4 CTAs at K <= 1024 and four 1024 x 4 CTAs otherwise hold
-    envelopes up to 65,536, four 512 x 4 CTAs at K <= 1024 up to 32,768 (at K = 2048 the
-    register row is faster), and eight 1024 x 4 CTAs at K > 512 up to 131,072. The bracket
-    path (``ClusterConfig.bracket``) serves every 512-thread shape, and 1024-thread CTAs
+    Measured on the H200 (``tools/tune_cluster.py``, ``tune_cluster.log`` runs 1-4; b = 1
+    cells vary by 1-2 us between runs, so the rules compare shapes within a run): the
+    cluster wins while its CTAs take at most half the SMs (beyond that, clusters wait for a
+    whole group of free SMs: 128 CTAs in clusters of 4 or 8 ran 1.3x-1.6x slower than the
+    split streaming row). Envelopes of 32,769-65,536 run on eight 512 x 4 CTAs with the
+    bracket path at every K (K = 2048, b = 1: 10.6 / 12.9 / 14.4 us in runs 2-4 against
+    13.8 / 14.4 / 14.8 for four 1024 x 4 CTAs), or on four 1024 x 4 CTAs when eight CTAs a
+    row would pass half the SMs; envelopes up to 32,768 on four 512 x 4 CTAs at K <= 1024 (at
+    K = 2048 the 1024 x 8 register row is faster); envelopes of 65,537-131,072 on eight
+    1024 x 4 CTAs only where their bracket path runs (K > 512, decode and full rows without
+    values: b = 1, K = 2048, 15.9 / 15.5 against 16.9 / 16.8 us for the split streaming row
+    in runs 3-4; its sampled path, 17.7-18.0, is slower than the split row). The bracket path
+    (``ClusterConfig.bracket``) serves every 512-thread shape, and 1024-thread CTAs
     (64 registers) above K = 512 for decode and full rows without values: at K <= 512 the
-    sampled path measured faster, and for prefill windows or values the bracket code
-    spills at 64 registers (the compile audit) (b = 1, n = 65,536, x8 512 x 4: 11.6 / 11.6 /
-    12.9 us against 12.4 / 13.2 / 17.0 for the sampled path, K = 512 / 1024 / 2048;
-    x4 1024 x 4 at K = 512: 14.5 against 12.3; x8 1024 x 4 at n = 131,072, K = 1024 / 2048:
-    14.6 / 15.9 against 16.0 / 16.9 for the split streaming row).
+    sampled path measured as fast, and for prefill windows or values the bracket code spills
+    at 64 registers (the compile audit).
     """
     if not REGISTER_MAX_N < n_env <= CLUSTER_WIDE_N:
         return None
     limit = spec.sm_count // 2
+    wide_bracket = k > CLUSTER_BRACKET_MIN_K and mode != "prefill" and not with_values
     if n_env > CLUSTER_MAX_N:
-        shape = (8, 1024) if k > CLUSTER_BRACKET_MIN_K and 8 * rows <= limit else None
+        shape = (8, 1024) if wide_bracket and 8 * rows <= limit else None
     elif n_env <= 2 * CLUSTER_ROW_N:
         shape = (4, 512) if k <= CLUSTER_SMALL_K and 4 * rows <= limit else None
-    elif k <= CLUSTER_SMALL_K and 8 * rows <= limit:
+    elif 8 * rows <= limit:
         shape = (8, 512)
     else:
         shape = (4, 1024) if 4 * rows <= limit else None
     if shape is None or shape[0] > spec.max_cluster_size:
         return None
-    bracket = shape[1] == 512 or (
-        k > CLUSTER_BRACKET_MIN_K and mode != "prefill" and not with_values
-    )
+    bracket = shape[1] == 512 or wide_bracket
     return ClusterConfig(cluster=shape[0], threads=shape[1], vecs=4, bracket=bracket)
 
 

@@ -34,9 +34,11 @@ key and the low key (the smallest of window positions ``[0, k)``, raised to the 
 the maxima of ``k`` or more groups of lanes when they hold a score, :func:`bracket_low`),
 and so is the crowd test of every warp's sample
 (:func:`gvr_reference.register_model.crowded_sample`). Every CTA maps its scores onto the
-same ``BRACKET_BINS`` bins (:func:`gvr_reference.register_model.bracket_bins`) and adds its
-counts into the owner of each bin (CTA ``b // (BRACKET_BINS / cluster)``); from the owners'
-slice totals every CTA finds the crossing bin and its counts. Every CTA writes its keys of
+same ``BRACKET_BINS`` bins (:func:`gvr_reference.register_model.bracket_bins`) and sends a
+copy of its counts of each slice to the slice's owner (CTA ``b // (BRACKET_BINS /
+cluster)``), and its partial totals to every CTA; every CTA finds the crossing slice from the
+totals, and its owner, summing the copies, finds the crossing bin and sends its counts to
+every CTA. Every CTA writes its keys of
 higher bins at once; the crossing bin is written whole when all of it is needed
 (``BRACKET``), else gathered to the leader and ranked by one warp (``BRACKET_RANK``, at most
 ``RANK_MAX`` keys) or narrowed (``BRACKET_NARROW``); a crossing bin larger than the staging
@@ -273,9 +275,10 @@ def bracket_forced_rows(
     3 ``6 * capacity`` of them and one score of ``1e6`` (a crossing bin larger than the
     staging), 4 a tie class of 30%
     of the row (a crowded sample: the sampled path), 5 a NaN, 6 a ``+inf`` (an end not
-    finite), 7 short rows, 8 rows longer than the cluster holds. ``width`` must be at least
-    ``max_n + 8``."""
-    kinds = 9
+    finite), 7 short rows, 8 rows longer than the cluster holds, 9 ``k - 10`` outliers above a
+    run of 20 consecutive floats at 50.0 (a crossing bin of 20 keys, 10 of them wanted:
+    ranked). ``width`` must be at least ``max_n + 8``; ``k >= 10``."""
+    kinds = 10
     rows = kinds * per_kind
     n = p.max_n
     x = g.standard_normal((rows, width)).astype(np.float32)
@@ -303,6 +306,11 @@ def bracket_forced_rows(
             x[r, g.integers(n)] = np.inf
         elif kind[r] == 7:
             kv[r] = [k - 1, k, 0, 1][i % 4]
-        else:
+        elif kind[r] == 8:
             kv[r] = width - i % 4
+        else:
+            at = g.choice(n, k + 10, replace=False)
+            x[r, at[: k - 10]] = 100.0 + np.arange(k - 10, dtype=np.float32) / 1024
+            run = np.float32(50.0).view(np.int32) + np.arange(20, dtype=np.int32)
+            x[r, at[k - 10 : k + 10]] = run.view(np.float32)
     return x, kv, kind
