@@ -89,6 +89,15 @@ def cluster_configs() -> list:
                 variants += [forced, replace(forced, deterministic=True)]
             for cfg in variants:
                 out[cfg] = None
+    # The non-portable 16-CTA shapes (not routed yet): the tune table and their device test.
+    for c, t, v in ((16, 512, 4), (16, 1024, 4)):
+        for br in (True, False):
+            out[ClusterConfig(cluster=c, threads=t, vecs=v, bracket=br)] = None
+        forced = ClusterConfig(
+            cluster=c, threads=t, vecs=v, bracket=True, capacity=2048, record_paths=True
+        )
+        out[forced] = None
+        out[replace(forced, mode="full", deterministic=True, record_paths=False)] = None
     return list(out)
 
 

@@ -320,6 +320,41 @@ def test_bracket_paths_match_the_model(kp, shape, det, bracket):
     ROWS_CHECKED["n"] += b
 
 
+SIXTEEN = [(16, 512, 4, True), (16, 1024, 4, True)]
+
+
+@pytest.mark.parametrize("shape", SIXTEEN, ids=ids(SIXTEEN))
+def test_sixteen_cta_clusters(kp, shape):
+    """The non-portable 16-CTA clusters (one row of up to 131,072 / 262,144 scores): the
+    forced bracket rows with their recorded paths equal to the CPU model's, then full rows
+    (deterministic ties) of two value families; every answer exact."""
+    from gvr_reference.cluster_model import bracket_forced_rows
+
+    cap = cap_of(shape)
+    k = 512
+    cfg = config(*shape, capacity=2048, record_paths=True)
+    x, kv, _ = bracket_forced_rows(rng(11, *map(int, shape)), cfg.params, k, cap + 64, 2)
+    out, _, paths, _ = launch(
+        kp, cfg, "decode", torch.from_numpy(x).cuda(), torch.from_numpy(kv).cuda(), None, k,
+        paths=True,
+    )  # fmt: skip
+    want = np.array([int(simulate_row(x[r, : kv[r]], k, cfg.params).path) for r in range(len(kv))])
+    got = paths.cpu().numpy()
+    assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
+    windows = RowWindows(np.zeros(len(kv), np.int64), kv.astype(np.int64))
+    report = validate.check_topk(x, windows, k, out.cpu().numpy())
+    assert report.ok, report.summary()
+    ROWS_CHECKED["n"] += len(kv)
+    for k, family in ((1024, "gaussian"), (2048, "dsa_like")):
+        dense = make_dense_batch(
+            rng(12, k, *map(int, shape)), rows=6, k=k, width=cap, row_stride=cap, family=family
+        )
+        logits = helpers.to_device(dense)[1]
+        full = config(*shape, mode="full", deterministic=True, capacity=2048)
+        out, _, _, _ = launch(kp, full, "full", logits, None, None, k, det=True)
+        check(dense, out, det=True)
+
+
 def test_many_rows(kp):
     """More clusters than fit the GPU at once (waves of clusters)."""
     for k, shape in ((512, (8, 512, 4, True)), (2048, (4, 1024, 4, False))):

@@ -69,7 +69,7 @@ def test_invalid_configs_are_rejected():
     from gvr_kernels.register import RegisterConfig
 
     with pytest.raises(ValueError, match="cluster"):
-        ClusterConfig(cluster=16)
+        ClusterConfig(cluster=32)
     with pytest.raises(ValueError, match="threads"):
         ClusterConfig(threads=256)
     with pytest.raises(ValueError, match="capacity"):

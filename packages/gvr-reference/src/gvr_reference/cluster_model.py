@@ -90,8 +90,11 @@ __all__ = [
     "bracket_forced_rows",
 ]
 
-#: Cluster sizes the family is built for (8 is the portable maximum on sm_90).
-CLUSTER_SIZES = (2, 4, 8)
+#: Cluster sizes the family is built for: 8 is the portable maximum on sm_90; 16 is a
+#: non-portable size (the CuTe DSL marks every kernel as allowing one; whether a GPU can
+#: schedule it is the driver's occupancy query, so the router uses it only on devices whose
+#: ``DeviceSpec.max_cluster_size`` says so).
+CLUSTER_SIZES = (2, 4, 8, 16)
 
 
 @dataclass(frozen=True)

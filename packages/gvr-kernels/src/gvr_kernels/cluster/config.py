@@ -35,7 +35,7 @@ class ClusterConfig:
     Attributes:
         mode: where row windows come from: ``"decode"``, ``"prefill"`` or ``"full"`` (as in
             ``StreamingConfig``).
-        cluster: CTAs per row, one thread-block cluster (2, 4 or 8).
+        cluster: CTAs per row, one thread-block cluster (2, 4, 8, or the non-portable 16).
         threads: CTA size (512 or 1024).
         vecs: 16-byte vectors each thread holds (1 to 8); a row of up to
             ``4 * cluster * threads * vecs`` scores fits.
