@@ -67,11 +67,8 @@ import numpy as np
 from .keys import order_key
 from .model import Path, RowTrace
 from .register_model import (
-    BRACKET_BINS,
-    RANK_MAX,
     bracket,
-    bracket_bins,
-    crossing,
+    bracket_trace,
     crowded_sample,
     register_plan,
     sampled_trace,
@@ -240,18 +237,7 @@ def simulate_row(values: np.ndarray, k: int, p: ClusterParams, lead: int = 0) ->
     keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
     br = bracket(bracket_low(keys, k, lead, p), int(keys.max())) if p.bracket else None
     if br is not None and not crowded_sample(thread_sample(keys, lead, p)):
-        bins = bracket_bins(keys, br)
-        hist = np.bincount(bins[bins >= 1], minlength=BRACKET_BINS)
-        _, above, m = crossing(hist, k)
-        if m == k - above:
-            path = Path.BRACKET
-        elif m > p.capacity:
-            path = Path.BRACKET_OVERFLOW
-        elif m <= RANK_MAX:
-            path = Path.BRACKET_RANK
-        else:
-            path = Path.BRACKET_NARROW
-        return RowTrace(path, n, t1=br.lo, count1=m)
+        return bracket_trace(keys, br, k, p.capacity)
     pos = sample_positions(n, lead, p)
     plan = register_plan(n, k, int(pos.size), p.aim_mult)
     if plan.unsampled:

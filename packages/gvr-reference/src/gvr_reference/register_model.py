@@ -100,6 +100,7 @@ __all__ = [
     "RegisterPlan",
     "register_plan",
     "sample_positions",
+    "bracket_trace",
     "sampled_trace",
     "simulate_row",
     "trace_windows",
@@ -343,23 +344,32 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
     keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
     br = bracket(bracket_low(keys, k, lead, p), int(keys.max())) if p.bracket else None
     if br is not None and not crowded_sample(thread_sample(keys, lead, p)):
-        bins = bracket_bins(keys, br)
-        hist = np.bincount(bins[bins >= 1], minlength=BRACKET_BINS)
-        _, above, m = crossing(hist, k)
-        if m == k - above:
-            path = Path.BRACKET
-        elif m > p.capacity:
-            path = Path.BRACKET_OVERFLOW
-        elif m <= RANK_MAX:
-            path = Path.BRACKET_RANK
-        else:
-            path = Path.BRACKET_NARROW
-        return RowTrace(path, n, t1=br.lo, count1=m)
+        return bracket_trace(keys, br, k, p.capacity)
     pos = sample_positions(n, lead, p)
     plan = register_plan(n, k, int(pos.size), p.aim_mult)
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=1, count1=n)
     return sampled_trace(keys, pos, k, plan.j1, p.capacity)
+
+
+def bracket_trace(keys: np.ndarray, br: Bracket, k: int, capacity: int) -> RowTrace:
+    """The path of a bracket row from its window keys (uint32 ``[n]``): the crossing bin of
+    the histogram of every key at or above the bracket's low end, then ``BRACKET`` (all of it
+    wanted), ``BRACKET_OVERFLOW`` (more keys than ``capacity``), ``BRACKET_RANK`` (at most
+    ``RANK_MAX``) or ``BRACKET_NARROW``; ``t1`` is the low key, ``count1`` the bin's size.
+    Shared with the cluster-register family's model (``gvr_reference.cluster_model``)."""
+    bins = bracket_bins(keys, br)
+    hist = np.bincount(bins[bins >= 1], minlength=BRACKET_BINS)
+    _, above, m = crossing(hist, k)
+    if m == k - above:
+        path = Path.BRACKET
+    elif m > capacity:
+        path = Path.BRACKET_OVERFLOW
+    elif m <= RANK_MAX:
+        path = Path.BRACKET_RANK
+    else:
+        path = Path.BRACKET_NARROW
+    return RowTrace(path, keys.shape[0], t1=br.lo, count1=m)
 
 
 def sampled_trace(keys: np.ndarray, pos: np.ndarray, k: int, j1: int, capacity: int) -> RowTrace:
