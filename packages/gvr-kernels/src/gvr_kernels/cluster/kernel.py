@@ -54,11 +54,13 @@ from ..device import shared
 from ..device.bracket import (
     NEG_INF_BITS,
     POS_INF_BITS,
+    bin_masks,
     bracket_bin,
     bracket_setup,
     find_crossing_cta,
     fmax_nan,
     fmin,
+    may_lead,
     narrow_crossing,
     rank_crossing,
     write_masked,
@@ -74,7 +76,7 @@ from ..device.keys import KEY_MAX, order_key
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
 from ..device.memory import count_shared_if, load_scalar, load_vec4
 from ..device.ops import DEVICE_OPS, umax, umin
-from ..device.sampling import thread_sample_key
+from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
 from ..device.shared import ctl_u32, record_path
 from ..device.staging import packed_warp_slots, warp_slots
@@ -227,17 +229,9 @@ class ClusterTopK:
         cfg = self.cfg
         threads = cfg.threads
         tid, _, _ = cute.arch.thread_idx()
-        lane = cute.arch.lane_idx()
-        warp_id = tid // 32
         base, lead, nvec, tail_start, n = win
         v0 = rank * (threads * cfg.vecs)
-        raw = []
-        for j in cutlass.range_constexpr(cfg.vecs):
-            v = v0 + tid + j * threads
-            raw.append(load_vec4(base + Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(4)))
-        t_pos = tail_start + lane
-        tail_ok = (rank == cfg.cluster - 1) & (warp_id == 0) & (t_pos < n)
-        tail_bits = load_scalar(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))))
+        raw, t_pos, tail_ok, tail_bits = self._issue_loads(win, rank)
         self._zero_shared(sh)
         # Release: this CTA runs and its words are zero before any remote write reaches it.
         cute.arch.cluster_arrive()
@@ -245,9 +239,8 @@ class ClusterTopK:
         p0 = (v0 + tid) * 4 - lead
         keys = []
         for j in cutlass.range_constexpr(cfg.vecs):
-            v_ok = v0 + tid + j * threads < nvec
             for q in cutlass.range_constexpr(4):
-                ok = v_ok & (p0 + (j * 4 * threads + q) >= 0)
+                ok = self._slot_ok(j, q, v0, p0, nvec)
                 keys.append(Uint32(cutlass.select_(ok, order_key(raw[j][q]), Uint32(0))))
         keys.append(Uint32(cutlass.select_(tail_ok, order_key(tail_bits), Uint32(0))))
         top = keys[0]
@@ -255,6 +248,27 @@ class ClusterTopK:
             top = cutlass.max(top, keys[i])
         top = Uint32(cute.arch.warp_redux_sync(top, "umax"))
         return RegisterRow(keys, p0, t_pos), top, thread_sample_key(cfg.vecs, keys)
+
+    @cute.jit
+    def _issue_loads(self, win, rank: Int32):
+        """Issue this CTA's 16-byte loads (vector ``r V + tid + j * threads``) and, on the last
+        CTA's warp 0, the load of its tail score, all before any is used (a missing vector or
+        tail score reads position 0 and is discarded). Returns ``(raw vectors, tail position,
+        whether this lane holds a tail score, its bits)``."""
+        cfg = self.cfg
+        threads = cfg.threads
+        tid, _, _ = cute.arch.thread_idx()
+        lane = cute.arch.lane_idx()
+        base, lead, nvec, tail_start, n = win
+        v0 = rank * (threads * cfg.vecs)
+        raw = []
+        for j in cutlass.range_constexpr(cfg.vecs):
+            v = v0 + tid + j * threads
+            raw.append(load_vec4(base + Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(4)))
+        t_pos = tail_start + lane
+        tail_ok = (rank == cfg.cluster - 1) & (tid // 32 == 0) & (t_pos < n)
+        tail_bits = load_scalar(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))))
+        return raw, t_pos, tail_ok, tail_bits
 
     @cute.jit
     def _exchange(self, sh, rank: Int32, top: Uint32, sample_key: Uint32):
@@ -384,15 +398,8 @@ class ClusterTopK:
         warp_id = tid // 32
         base, lead, nvec, tail_start, n = win
         v0 = rank * (threads * cfg.vecs)
-
         # ---- load: every vector and the tail in flight before any is used
-        raw = []
-        for j in cutlass.range_constexpr(cfg.vecs):
-            v = v0 + tid + j * threads
-            raw.append(load_vec4(base + Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(4)))
-        t_pos = tail_start + lane
-        tail_ok = (rank == cfg.cluster - 1) & (warp_id == 0) & (t_pos < n)
-        tail_bits = load_scalar(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))))
+        raw, t_pos, tail_ok, tail_bits = self._issue_loads(win, rank)
         self._zero_shared(sh)
         if tid == 0:
             self._init_barriers(sh)
@@ -404,9 +411,8 @@ class ClusterTopK:
         p0 = (v0 + tid) * 4 - lead
         bits = []
         for j in cutlass.range_constexpr(cfg.vecs):
-            v_ok = v0 + tid + j * threads < nvec
             for q in cutlass.range_constexpr(4):
-                ok = v_ok & (p0 + (j * 4 * threads + q) >= 0)
+                ok = self._slot_ok(j, q, v0, p0, nvec)
                 bits.append(Uint32(cutlass.select_(ok, raw[j][q], Uint32(NEG_INF_BITS))))
         bits.append(Uint32(cutlass.select_(tail_ok, tail_bits, Uint32(NEG_INF_BITS))))
         regs = RegisterRow(bits, p0, t_pos)
@@ -416,7 +422,7 @@ class ClusterTopK:
             tmax = fmax_nan(tmax, bits[i])
         first = Uint32(POS_INF_BITS)
         for i in cutlass.range_constexpr(len(bits)):
-            if const_expr(self._may_lead(i)):
+            if const_expr(may_lead(cfg, i)):
                 pos = regs.pos(i, threads)
                 mine = (pos >= 0) & (pos < k)
                 if const_expr(i == len(bits) - 1):
@@ -504,13 +510,14 @@ class ClusterTopK:
             cluster_sync()
             self._sampled(sh, keys, win, out, values, paths, rank, row, k)
 
-    def _may_lead(self, i: int) -> bool:
-        """Whether register slot ``i`` can hold a window position below the largest K: the
-        tail slot, and the vector slots whose smallest position in CTA 0 is below it."""
-        cfg = self.cfg
-        if i == 4 * cfg.vecs:
-            return True
-        return (i // 4) * 4 * cfg.threads < cfg.max_k + 3
+    @cute.jit
+    def _slot_ok(self, j: cutlass.Constexpr, q: cutlass.Constexpr, v0: Int32, p0: Int32, nvec):
+        """Whether vector slot ``(j, q)`` of this thread (first vector ``v0 + tid``, window
+        position of slot 0 ``p0``) holds a window position: its vector is whole (``< nvec``)
+        and its lane is not before the window start."""
+        tid, _, _ = cute.arch.thread_idx()
+        threads = self.cfg.threads
+        return (v0 + tid + j * threads < nvec) & (p0 + (j * 4 * threads + q) >= 0)
 
     @cute.jit
     def _sample_key(self, bits, v0: Int32, lead: Int32, nvec: Int32) -> Uint32:
@@ -519,11 +526,7 @@ class ClusterTopK:
         window."""
         cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
-        pick = bits[0]
-        for j in cutlass.range_constexpr(cfg.vecs):
-            for q in cutlass.range_constexpr(4):
-                here = (tid % cfg.vecs == j) & ((tid // cfg.vecs) % 4 == q)
-                pick = Uint32(cutlass.select_(here, bits[j * 4 + q], pick))
+        pick = sample_slot(cfg.vecs, bits)
         v_s = v0 + tid + (tid % cfg.vecs) * cfg.threads
         ok = (v_s < nvec) & (v_s * 4 + (tid // cfg.vecs) % 4 - lead >= 0)
         return Uint32(cutlass.select_(ok, order_key(pick), Uint32(0)))
@@ -533,12 +536,10 @@ class ClusterTopK:
         """The held float32 bits as a :class:`RegisterRow` of canonical order keys (0 outside
         the window), for the sampled path."""
         cfg = self.cfg
-        tid, _, _ = cute.arch.thread_idx()
         keys = []
         for j in cutlass.range_constexpr(cfg.vecs):
-            v_ok = v0 + tid + j * cfg.threads < nvec
             for q in cutlass.range_constexpr(4):
-                ok = v_ok & (regs.p0 + (j * 4 * cfg.threads + q) >= 0)
+                ok = self._slot_ok(j, q, v0, regs.p0, nvec)
                 key = order_key(regs.keys[j * 4 + q])
                 keys.append(Uint32(cutlass.select_(ok, key, Uint32(0))))
         tail = order_key(regs.keys[4 * cfg.vecs])
@@ -670,23 +671,7 @@ class ClusterTopK:
                     win.n,
                 )  # fmt: skip
         else:
-            gt = []
-            eq = []
-            for w in cutlass.range_constexpr((nk + 31) // 32):
-                mg = Uint32(0)
-                me = Uint32(0)
-                for i in cutlass.range_constexpr(32 * w, min(32 * w + 32, nk)):
-                    b = bracket_bin(bits[i], vlo, scale, BRACKET_BINS)
-                    one = Uint32(1 << (i % 32))
-                    mg = mg | Uint32(cutlass.select_(b > cb, one, Uint32(0)))
-                    me = me | Uint32(cutlass.select_(b == cb, one, Uint32(0)))
-                gt.append(mg)
-                eq.append(me)
-            n_gt = Int32(0)
-            n_eq = Int32(0)
-            for w in cutlass.range_constexpr(len(gt)):
-                n_gt = n_gt + Int32(cute.arch.popc(gt[w]))
-                n_eq = n_eq + Int32(cute.arch.popc(eq[w]))
+            gt, eq, n_gt, n_eq = bin_masks(bits, vlo, scale, cb, BRACKET_BINS)
             # The leader's cluster-wide cursor (a word its own emission never uses).
             cursor = remote(sh.ctl.iterator + _GT_CURSOR, Int32(_LEADER))
             if m == need:

@@ -39,6 +39,8 @@ __all__ = [
     "bracket_setup",
     "bracket_bin",
     "find_crossing_cta",
+    "may_lead",
+    "bin_masks",
     "write_masked",
     "rank_crossing",
     "narrow_crossing",
@@ -193,6 +195,42 @@ def find_crossing_cta(
         ctl[Ctl.COUNT_B] = count_b
     cute.arch.barrier()
     return ctl[Ctl.B], ctl[Ctl.ABOVE], ctl[Ctl.COUNT_B]
+
+
+def may_lead(cfg, i: int) -> bool:
+    """Whether register slot ``i`` of a thread holding ``cfg.vecs`` vectors in a CTA of
+    ``cfg.threads`` (a trace-time index) can hold a window position below the largest K (the
+    first-k minimum reads only those): the tail slot, and the vector slots whose smallest
+    position ``4 * (j * threads) - 3`` is below ``max_k``."""
+    if i == 4 * cfg.vecs:
+        return True
+    return (i // 4) * 4 * cfg.threads < cfg.max_k + 3
+
+
+@cute.jit
+def bin_masks(bits, vlo: Uint32, scale: Uint32, cb: Int32, bins: cutlass.Constexpr):
+    """The held scores (float32 ``bits``) of bins above the crossing bin ``cb`` and in it, as
+    lists of 32-bit masks (bit ``i % 32`` of word ``i // 32`` for slot ``i``), and their
+    counts: ``(gt, eq, n_gt, n_eq)``."""
+    nk = len(bits)
+    gt = []
+    eq = []
+    for w in cutlass.range_constexpr((nk + 31) // 32):
+        mg = Uint32(0)
+        me = Uint32(0)
+        for i in cutlass.range_constexpr(32 * w, min(32 * w + 32, nk)):
+            b = bracket_bin(bits[i], vlo, scale, bins)
+            one = Uint32(1 << (i % 32))
+            mg = mg | Uint32(cutlass.select_(b > cb, one, Uint32(0)))
+            me = me | Uint32(cutlass.select_(b == cb, one, Uint32(0)))
+        gt.append(mg)
+        eq.append(me)
+    n_gt = Int32(0)
+    n_eq = Int32(0)
+    for w in cutlass.range_constexpr(len(gt)):
+        n_gt = n_gt + Int32(cute.arch.popc(gt[w]))
+        n_eq = n_eq + Int32(cute.arch.popc(eq[w]))
+    return gt, eq, n_gt, n_eq
 
 
 @cute.jit

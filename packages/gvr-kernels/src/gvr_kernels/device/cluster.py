@@ -12,15 +12,13 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Uint32
 from cutlass._mlir.dialects import llvm
-from cutlass.cutlass_dsl import T, dsl_user_op
+from cutlass.cutlass_dsl import dsl_user_op
 
 from .staging import selection_masks, warp_slots
 
 __all__ = [
     "remote",
     "store_remote",
-    "add_remote",
-    "load_remote",
     "store_async",
     "cluster_sync",
     "gather_selected",
@@ -56,36 +54,6 @@ def store_remote(ptr, rank: Int32, value):
 
 
 @dsl_user_op
-def _red_cluster(addr: Int32, value: Int32, *, loc=None, ip=None) -> None:
-    """``red.shared::cluster.add.u32`` at a 32-bit shared::cluster address (no result)."""
-    operands = [Int32(addr).ir_value(loc=loc, ip=ip), Int32(value).ir_value(loc=loc, ip=ip)]
-    llvm.inline_asm(
-        None,
-        operands,
-        "red.shared::cluster.add.u32 [$0], $1;",
-        "r,r,~{memory}",
-        has_side_effects=True,
-        loc=loc,
-        ip=ip,
-    )
-
-
-@dsl_user_op
-def _ld_cluster(addr: Int32, *, loc=None, ip=None) -> Int32:
-    """``ld.shared::cluster.u32`` from a 32-bit shared::cluster address."""
-    res = llvm.inline_asm(
-        T.i32(),
-        [Int32(addr).ir_value(loc=loc, ip=ip)],
-        "ld.shared::cluster.u32 $0, [$1];",
-        "=r,r,~{memory}",
-        has_side_effects=True,
-        loc=loc,
-        ip=ip,
-    )
-    return Int32(res)
-
-
-@dsl_user_op
 def _st_async(addr: Int32, mbar: Int32, words, *, loc=None, ip=None) -> None:
     """``st.async.shared::cluster.mbarrier::complete_tx::bytes`` of 1, 2 or 4 32-bit words at
     a shared::cluster address, completing their bytes on the mbarrier at ``mbar`` (a
@@ -115,20 +83,6 @@ def store_async(ptr, rank: Int32, mbar, words):
     transaction on that CTA's copy of the mbarrier ``mbar`` (a pointer into this CTA's shared
     memory), whose waiters then see them; no fence and no cluster barrier."""
     _st_async(remote(ptr, rank).toint(), remote(mbar, rank).toint(), words)
-
-
-@cute.jit
-def add_remote(ptr, rank: Int32, value: Int32):
-    """Add ``value`` to the 32-bit word at ``ptr``'s offset in CTA ``rank``'s shared memory
-    (a reduction: nothing is returned, nothing waits for it; visible there after the next
-    cluster barrier)."""
-    _red_cluster(remote(ptr, rank).toint(), Int32(value))
-
-
-@cute.jit
-def load_remote(ptr, rank: Int32) -> Int32:
-    """The 32-bit word at ``ptr``'s offset in CTA ``rank``'s shared memory."""
-    return _ld_cluster(remote(ptr, rank).toint())
 
 
 @cute.jit

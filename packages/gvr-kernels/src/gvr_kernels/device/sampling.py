@@ -15,7 +15,7 @@ from gvr_reference.ladder import sample_vector
 from .keys import F32, order_key, vector_bits
 from .memory import load_vec4
 
-__all__ = ["load_sample", "thread_sample_key"]
+__all__ = ["load_sample", "thread_sample_key", "sample_slot"]
 
 
 @cute.jit
@@ -60,10 +60,19 @@ def thread_sample_key(vecs: cutlass.Constexpr, keys) -> Uint32:
     :class:`~.layout.RegisterRow`): slot ``(j, q)`` with ``j = tid % vecs`` and
     ``q = (tid // vecs) % 4``, a sample spread over every vector the CTA holds
     (``gvr_reference.register_model.thread_sample``)."""
+    return sample_slot(vecs, keys, Uint32(0))
+
+
+@cute.jit
+def sample_slot(vecs: cutlass.Constexpr, slots, start=None) -> Uint32:
+    """The value of this thread's sample slot ``(j, q)``, ``j = tid % vecs`` and
+    ``q = (tid // vecs) % 4``, among ``slots`` (``4 * vecs`` vector slots first): a select
+    chain over the slots, no indexed register access. ``start``: the chain's initial value
+    (every thread's slot is one of them, so it only shapes the code; default ``slots[0]``)."""
     tid, _, _ = cute.arch.thread_idx()
-    sample_key = Uint32(0)
+    pick = Uint32(slots[0] if start is None else start)
     for j in cutlass.range_constexpr(vecs):
         for q in cutlass.range_constexpr(4):
-            pick = (tid % vecs == j) & ((tid // vecs) % 4 == q)
-            sample_key = Uint32(cutlass.select_(pick, keys[j * 4 + q], sample_key))
-    return sample_key
+            here = (tid % vecs == j) & ((tid // vecs) % 4 == q)
+            pick = Uint32(cutlass.select_(here, slots[j * 4 + q], pick))
+    return pick

@@ -54,11 +54,13 @@ from ..device import shared
 from ..device.bracket import (
     NEG_INF_BITS,
     POS_INF_BITS,
+    bin_masks,
     bracket_bin,
     bracket_setup,
     find_crossing_cta,
     fmax_nan,
     fmin,
+    may_lead,
     narrow_crossing,
     rank_crossing,
     write_masked,
@@ -67,7 +69,7 @@ from ..device.keys import KEY_MAX, order_key
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
 from ..device.memory import count_shared, load_scalar, load_vec4
 from ..device.ops import DEVICE_OPS, umax
-from ..device.sampling import thread_sample_key
+from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import (
     emit_rule,
     narrow,
@@ -214,7 +216,7 @@ class RegisterTopK:
             for i in cutlass.range_constexpr(1, len(bits)):
                 tmax = fmax_nan(tmax, bits[i])
             for i in cutlass.range_constexpr(len(bits)):
-                if const_expr(self._may_lead(i)):
+                if const_expr(may_lead(cfg, i)):
                     pos = regs.pos(i, threads)
                     mine = (pos >= 0) & (pos < k)
                     if const_expr(i == len(bits) - 1):
@@ -297,15 +299,6 @@ class RegisterTopK:
         else:
             self._sampled(sh, regs, win, out, values, paths, row, k, max_key, s_valid)
 
-    def _may_lead(self, i: int) -> bool:
-        """Whether register slot ``i`` can hold a window position below the largest K (the
-        first-k minimum reads only those): the tail slot, and the vector slots whose
-        smallest position ``4 * (j * threads) - 3`` is below ``MAX_K``."""
-        cfg = self.cfg
-        if i == 4 * cfg.vecs:
-            return True
-        return (i // 4) * 4 * cfg.threads < cfg.max_k + 3
-
     @cute.jit
     def _slot_ok(self, j: cutlass.Constexpr, q: cutlass.Constexpr, p0: Int32, nvec: Int32):
         """Whether vector slot ``(j, q)`` holds a window position: its vector is whole
@@ -338,11 +331,7 @@ class RegisterTopK:
         window."""
         cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
-        pick = bits[0]
-        for j in cutlass.range_constexpr(cfg.vecs):
-            for q in cutlass.range_constexpr(4):
-                here = (tid % cfg.vecs == j) & ((tid // cfg.vecs) % 4 == q)
-                pick = Uint32(cutlass.select_(here, bits[j * 4 + q], pick))
+        pick = sample_slot(cfg.vecs, bits)
         j_s = tid % cfg.vecs
         v_s = tid + j_s * cfg.threads
         ok = (v_s < nvec) & (v_s * 4 + (tid // cfg.vecs) % 4 - (tid * 4 - p0) >= 0)
@@ -389,23 +378,7 @@ class RegisterTopK:
         else:
             # One pass: the keys of higher bins to output slots [0, above); the crossing bin
             # to slots [above, k) when all of it is needed, else to the staging.
-            gt = []
-            eq = []
-            for w in cutlass.range_constexpr((nk + 31) // 32):
-                mg = Uint32(0)
-                me = Uint32(0)
-                for i in cutlass.range_constexpr(32 * w, min(32 * w + 32, nk)):
-                    b = bracket_bin(bits[i], vlo, scale, HIST_BINS)
-                    one = Uint32(1 << (i % 32))
-                    mg = mg | Uint32(cutlass.select_(b > cb, one, Uint32(0)))
-                    me = me | Uint32(cutlass.select_(b == cb, one, Uint32(0)))
-                gt.append(mg)
-                eq.append(me)
-            n_gt = Int32(0)
-            n_eq = Int32(0)
-            for w in cutlass.range_constexpr(len(gt)):
-                n_gt = n_gt + Int32(cute.arch.popc(gt[w]))
-                n_eq = n_eq + Int32(cute.arch.popc(eq[w]))
+            gt, eq, n_gt, n_eq = bin_masks(bits, vlo, scale, cb, HIST_BINS)
             slot_gt, slot_eq = packed_warp_slots(sh.ctl.iterator + Ctl.GT, n_gt, n_eq)
             ea = EmitArgs(out, values, row, k, k, Int32(0), Uint32(0), Uint32(KEY_MAX))
             write_masked(cfg, out, values, row, regs, gt, slot_gt)
