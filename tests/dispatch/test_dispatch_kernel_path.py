@@ -184,7 +184,7 @@ def test_no_max_seq_len_works_under_capture():
 
 def test_capture_after_warmup_uses_graph_workspace():
     d, runtime, compiler = fake_dispatcher()
-    msl = 1 << 17
+    msl = 1 << 18
     assert route_static(H200, rows=2, n_env=msl, k=512).parts > 1
     d.warmup(k=512, max_seq_len=msl, rows=(1, 2), progress=False)
     stream_ws = d.workspace_for()
@@ -210,7 +210,7 @@ def test_capture_after_warmup_uses_graph_workspace():
 
 def test_workspace_per_stream():
     d, runtime, compiler = fake_dispatcher()
-    n = 1 << 17
+    n = 1 << 18
     assert route_static(H200, rows=1, n_env=n, k=64).parts > 1
     x = torch.randn(1, n)
     kv = torch.tensor([n], dtype=torch.int32)

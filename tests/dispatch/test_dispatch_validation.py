@@ -263,7 +263,7 @@ def _split_call(workspace):
     """A call that routes to a split launch (one long row) with ``workspace``."""
 
     def call(d, out):
-        n = 1 << 17
+        n = 1 << 18
         assert route_static(H200, rows=1, n_env=n, k=8).parts > 1
         x = torch.randn(1, n)
         kv = torch.tensor([n], dtype=torch.int32)

@@ -29,7 +29,7 @@ ROWS_CHECKED = {"n": 0}
 #: bracket path ...
 ROUTED = [
     (c, t, 4, b) for b in (True, False) for c, t in ((4, 512), (8, 512), (4, 1024), (8, 1024))
-]
+] + [(16, 512, 4, True)]  # the non-portable 16-CTA cluster: routed with its bracket only
 #: ... and the extremes of the family.
 SHAPES = ROUTED + [(2, 1024, 4, True), (2, 1024, 4, False)]
 #: The bracket shapes of :data:`ROUTED`.
@@ -201,10 +201,10 @@ def test_forced_paths_match_the_model(kp, shape):
             off = np.setdiff1d(np.arange(n), pos)[:6000]
             x[r, off] = 50.0 + np.arange(off.size, dtype=np.float32) / 64
         elif kind == 6:  # a crowded tie class at the rung: the keys above it, then ties
-            x[r, g.random(width) < 0.3] = 2.5
+            x[r, g.random(width) < 0.3] = 3.0
         elif kind == 7:  # the same crowd with more keys above it than the staging
-            x[r, g.random(width) < 0.3] = 2.5
-            free = np.setdiff1d(np.flatnonzero(x[r, :n] != 2.5), pos)[:6000]
+            x[r, g.random(width) < 0.3] = 3.0
+            free = np.setdiff1d(np.flatnonzero(x[r, :n] != 3.0), pos)[:6000]
             x[r, free] = 9.0 + np.arange(free.size, dtype=np.float32) / 64
         elif kind == 8:  # the crowd in one CTA's chunk only (skewed rows)
             x[r, : n // cluster] += 4.0
@@ -320,6 +320,7 @@ def test_bracket_paths_match_the_model(kp, shape, det, bracket):
     ROWS_CHECKED["n"] += b
 
 
+#: The 16-CTA shapes, the one not routed (16 x 1024) included.
 SIXTEEN = [(16, 512, 4, True), (16, 1024, 4, True)]
 
 

@@ -3,12 +3,15 @@ shape facts; the route's shared-memory and workspace figures come from its confi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from gvr_kernels.cluster import ClusterConfig
 from gvr_kernels.register import RegisterConfig
 from gvr_kernels.routing import (
     CLUSTER_MAX_N,
     CLUSTER_SMALL_K,
+    CLUSTER_WIDE_N,
     MIN_PART_ELEMS,
     REGISTER_MAX_N,
     REGISTER_WIDE_N,
@@ -117,7 +120,7 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     assert {c.threads for c in cfgs} == {512, 1024}
     assert any(c.split for c in cfgs) and any(not c.split for c in cfgs)
     cluster = {(c.cluster, c.threads, c.vecs) for c in cfgs if c.family == "cluster"}
-    assert cluster == {(4, 512, 4), (8, 512, 4), (4, 1024, 4), (8, 1024, 4)}
+    assert cluster == {(4, 512, 4), (8, 512, 4), (4, 1024, 4), (8, 1024, 4), (16, 512, 4)}
     register = {(c.threads, c.vecs, c.resident) for c in cfgs if c.family == "register"}
     assert register == {
         (512, 1, 1),
@@ -129,7 +132,9 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
         (512, 8, 1),
         (1024, 8, 1),
     }
-    assert {c.name for c in routed_configs(B200)} == {c.name for c in cfgs}
+    # The B200 preset keeps the portable cluster size: no 16-CTA cluster.
+    portable = {c.name for c in cfgs if getattr(c, "cluster", 0) != 16}
+    assert {c.name for c in routed_configs(B200)} == portable
 
 
 def test_register_family_where_it_is_measured_faster():
@@ -181,13 +186,28 @@ def test_cluster_family_where_it_is_measured_faster():
             assert c.mode == mode and c.deterministic
     assert route_static(H200, rows=1, n_env=32768, k=CLUSTER_SMALL_K + 1).family == "register"
     assert route_static(H200, rows=half // 4 + 1, n_env=65536, k=512).family == "streaming"
-    assert route_static(H200, rows=1, n_env=CLUSTER_MAX_N + 1, k=512).family == "streaming"
-    # Eight 1024 x 4 CTAs up to 131,072 only where their bracket path runs.
-    wide = route_static(H200, rows=1, n_env=CLUSTER_MAX_N + 1, k=1024)
+    # Up to 131,072: sixteen 512 x 4 CTAs (non-portable clusters) in every mode and at every
+    # K while they take at most half the SMs, then eight 1024 x 4 CTAs only where their
+    # bracket path runs.
+    for k in (512, 2048):
+        for kw in (dict(), dict(mode="prefill"), dict(with_values=True, deterministic=True)):
+            r = route_static(H200, rows=half // 16, n_env=CLUSTER_WIDE_N, k=k, **kw)
+            c = r.config
+            assert (r.family, c.cluster, c.threads, c.bracket) == ("cluster", 16, 512, True)
+            assert r.grid == 16 * (half // 16) and c.max_n == CLUSTER_WIDE_N
+    wide = route_static(H200, rows=half // 16 + 1, n_env=CLUSTER_MAX_N + 1, k=1024)
     assert wide.family == "cluster" and wide.config.bracket and wide.config.cluster == 8
+    assert route_static(H200, rows=half // 16 + 1, n_env=CLUSTER_MAX_N + 1, k=512).family == (
+        "streaming"
+    )
     for kw in (dict(mode="prefill"), dict(with_values=True)):
-        assert route_static(H200, rows=1, n_env=131072, k=2048, **kw).family == "streaming"
+        r = route_static(H200, rows=half // 16 + 1, n_env=131072, k=2048, **kw)
+        assert r.family == "streaming"
     assert route_static(H200, rows=half // 8 + 1, n_env=131072, k=2048).family == "streaming"
+    portable = replace(H200, max_cluster_size=8)
+    r = route_static(portable, rows=1, n_env=CLUSTER_MAX_N + 1, k=1024)
+    assert (r.config.cluster, r.config.threads) == (8, 1024)
+    assert route_static(portable, rows=1, n_env=CLUSTER_MAX_N + 1, k=512).family == "streaming"
     assert route_static(H200, rows=1, n_env=131073, k=2048).family == "streaming"
     assert route_static(H200, rows=1, n_env=REGISTER_MAX_N, k=512).family == "register"
     assert route_static(H200, rows=1, n_env=65536, k=512, dtype="bfloat16").family == "streaming"

@@ -47,8 +47,9 @@ the prefill and full modes and with values; those configurations keep the sample
 
 The cluster-register family (``gvr_kernels.cluster``: one thread-block cluster per row, the
 row in the registers of its CTAs, the bracket's counts or the sample and the survivors
-through DSMEM) serves float32 envelopes of 16,385-65,536, and up to 131,072 at K > 512, while
-the launch's CTAs take at most half the SMs (:func:`_cluster_core`, measured with
+through DSMEM) serves float32 envelopes of 16,385-65,536, and up to 131,072 (at K > 512, or
+at every K in 16-CTA clusters where the device schedules them), while the launch's CTAs take
+at most half the SMs (:func:`_cluster_core`, measured with
 ``tools/tune_cluster.py``, table ``tune_cluster.log``): at b = 1, n = 65,536 its bracket path
 takes 8.5 / 10.0 / 12.3 us of kernel time for K = 512 / 1024 / 2048 (ncu,
 ``ncu_b1_cluster_bracket.log``; 11.2 / 13.3 / 15.8 for the sampled cluster path before it,
@@ -127,7 +128,8 @@ BRACKET_MAX_VECS = 4
 #: Envelopes up to this run on the cluster-register family while its CTAs take at most half
 #: the SMs (``_cluster_core``).
 CLUSTER_MAX_N = 65536
-#: ... and up to this with eight 1024 x 4 CTAs at K above ``CLUSTER_BRACKET_MIN_K``.
+#: ... and up to this with sixteen 512 x 4 CTAs, or eight 1024 x 4 CTAs at K above
+#: ``CLUSTER_BRACKET_MIN_K``.
 CLUSTER_WIDE_N = 131072
 #: 1024-thread cluster CTAs take the bracket path only above this K.
 CLUSTER_BRACKET_MIN_K = 512
@@ -228,7 +230,12 @@ def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int, mode: str, wi
     K = 2048 the 1024 x 8 register row is faster); envelopes of 65,537-131,072 on eight
     1024 x 4 CTAs only where their bracket path runs (K > 512, decode and full rows without
     values: b = 1, K = 2048, 15.9 / 15.5 against 16.9 / 16.8 us for the split streaming row
-    in runs 3-4; its sampled path, 17.7-18.0, is slower than the split row). The bracket path
+    in runs 3-4; its sampled path, 17.7-18.0, is slower than the split row), and on sixteen
+    512 x 4 CTAs with the bracket at every K on devices that schedule the non-portable
+    16-CTA cluster (``DeviceSpec.max_cluster_size``) while they take at most half the SMs
+    (run 5, b = 1: 11.8 / 11.9 / 11.1 us for K = 512 / 1024 / 2048 against 14.5 / 15.0 /
+    14.9 for the route before; at b = 8 their 128 CTAs ran 20.4-20.7 us against 15.6-18.9
+    for the split row or eight 1024 x 4 CTAs). The bracket path
     (``ClusterConfig.bracket``) serves every 512-thread shape, and 1024-thread CTAs
     (64 registers) above K = 512 for decode and full rows without values: at K <= 512 the
     sampled path measured as fast, and for prefill windows or values the bracket code spills
@@ -239,7 +246,10 @@ def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int, mode: str, wi
     limit = spec.sm_count // 2
     wide_bracket = k > CLUSTER_BRACKET_MIN_K and mode != "prefill" and not with_values
     if n_env > CLUSTER_MAX_N:
-        shape = (8, 1024) if wide_bracket and 8 * rows <= limit else None
+        if 16 * rows <= limit and spec.max_cluster_size >= 16:
+            shape = (16, 512)
+        else:
+            shape = (8, 1024) if wide_bracket and 8 * rows <= limit else None
     elif n_env <= 2 * CLUSTER_ROW_N:
         shape = (4, 512) if k <= CLUSTER_SMALL_K and 4 * rows <= limit else None
     elif 8 * rows <= limit:

@@ -14,12 +14,20 @@ __all__ = [
     "H200",
     "B200",
     "PORTABLE_CLUSTER_SIZE",
+    "NONPORTABLE_CLUSTER_SIZE",
     "arch_of",
     "spec_from_properties",
 ]
 
 #: Thread-block cluster size every sm_90 / sm_100 part supports (16 is non-portable).
 PORTABLE_CLUSTER_SIZE = 8
+#: The non-portable cluster size of Hopper: all 16 CTAs in one GPC (CUDA C++ Programming
+#: Guide, "Thread Block Clusters"). One 16 x 512 cluster CTA takes a whole SM, so it needs a
+#: GPC with 16 free SMs: the full 132-SM Hopper parts (H100 SXM, H200) have them, checked on an
+#: H200 (``benchmarks/results/h200/tune_cluster.log`` run 5); other parts keep the portable 8.
+NONPORTABLE_CLUSTER_SIZE = 16
+#: SMs of the Hopper parts that schedule a 16-CTA cluster (:data:`NONPORTABLE_CLUSTER_SIZE`).
+_FULL_HOPPER_SMS = 132
 
 
 @dataclass(frozen=True)
@@ -46,7 +54,7 @@ class DeviceSpec:
 
 
 #: NVIDIA H200 SXM (values from the CUDA device attributes of an H200).
-H200 = DeviceSpec("NVIDIA H200", "sm_90a", 132, 232448, 233472, 8, 60 * 1024 * 1024)
+H200 = DeviceSpec("NVIDIA H200", "sm_90a", 132, 232448, 233472, 16, 60 * 1024 * 1024)
 #: NVIDIA B200 (148 SMs; datasheet values).
 B200 = DeviceSpec("NVIDIA B200", "sm_100a", 148, 232448, 233472, 8, 126 * 1024 * 1024)
 
@@ -70,13 +78,17 @@ def spec_from_properties(props) -> DeviceSpec:
     """A :class:`DeviceSpec` from ``torch.cuda.get_device_properties(i)`` (or any object with
     the same attributes: ``name``, ``major``, ``minor``, ``multi_processor_count``,
     ``shared_memory_per_block_optin``, ``shared_memory_per_multiprocessor``,
-    ``L2_cache_size``)."""
+    ``L2_cache_size``). ``max_cluster_size`` is :data:`NONPORTABLE_CLUSTER_SIZE` on the
+    132-SM Hopper parts, else :data:`PORTABLE_CLUSTER_SIZE`."""
+    arch = arch_of(int(props.major), int(props.minor))
+    sms = int(props.multi_processor_count)
+    full_hopper = arch == "sm_90a" and sms >= _FULL_HOPPER_SMS
     return DeviceSpec(
         name=str(props.name),
-        arch=arch_of(int(props.major), int(props.minor)),
-        sm_count=int(props.multi_processor_count),
+        arch=arch,
+        sm_count=sms,
         smem_per_block=int(props.shared_memory_per_block_optin),
         smem_per_sm=int(props.shared_memory_per_multiprocessor),
-        max_cluster_size=PORTABLE_CLUSTER_SIZE,
+        max_cluster_size=NONPORTABLE_CLUSTER_SIZE if full_hopper else PORTABLE_CLUSTER_SIZE,
         l2_bytes=int(props.L2_cache_size),
     )
