@@ -15,6 +15,7 @@ from gvr_kernels.routing import route_static
 from gvr_reference import validate
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import ModelConfig, Path, sample_positions, simulate_row
+from gvr_reference.ragged import MIN_PART, ragged_parts
 from gvr_reference.windows import RowWindows
 from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
 from kernel_helpers import FAMILIES, SEED, padded_stride, rng, to_device
@@ -182,8 +183,7 @@ def test_forced_paths_match_the_model(kp, split):
     k, n = 2048, 131072
     b = 9 if split else 160
     route = route_static(kp.spec, rows=b, n_env=n, k=k)
-    assert (route.parts > 1) == split
-    mcfg = ModelConfig(route.ladder, parts=route.parts)
+    assert (route.parts > 1) == split and route.config.ragged == split
     g = rng(7, split)
     x = g.standard_normal((b, n)).astype(np.float32)
     pos, plan = _sampled_positions(n, k, route.ladder)
@@ -214,12 +214,22 @@ def test_forced_paths_match_the_model(kp, split):
         elif kind == 5:  # unsampled rows
             kv[r] = 3 * k + 1
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
-    want = np.array([int(simulate_row(x[r, : kv[r]], k, mcfg).path) for r in range(b)])
+    # A ragged split launch gives each row its CTAs by length (short and unsampled rows one).
+    parts = ragged_parts(kv, route.grid, MIN_PART) if split else np.ones(b, np.int64)
+    traces = [
+        simulate_row(x[r, : kv[r]], k, ModelConfig(route.ladder, parts=int(parts[r])))
+        for r in range(b)
+    ]
+    want = np.array([int(t.path) for t in traces])
     logits = torch.from_numpy(x).cuda()
     out, _, paths, _ = kp.launch(
         "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True, route=route
     )
     got = paths.cpu().numpy()
+    if split:
+        assert np.array_equal(got >> 8, parts), (got >> 8, parts)
+        got = got & 0xFF
+        assert parts.max() > 1 and parts.min() == 1
     assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
     expected = {
         Path.FIRST,
@@ -230,7 +240,6 @@ def test_forced_paths_match_the_model(kp, split):
         Path.TIE,
     } | (set() if split else {Path.RETRY})
     assert expected <= {Path(int(v)) for v in want}
-    traces = [simulate_row(x[r, : kv[r]], k, mcfg) for r in range(b)]
     # a crowded rung whose tie scan finds too few continues as an underestimate
     after_scan = Path.RESCUE_UNDERESTIMATE if split else Path.RETRY
     assert any(t.crowded and t.path == after_scan for t in traces)
@@ -238,6 +247,97 @@ def test_forced_paths_match_the_model(kp, split):
     report = validate.check_topk(x, windows, k, out.cpu().numpy())
     assert report.ok, report.summary()
     ROWS_CHECKED["n"] += b
+
+
+def _serving_lengths(g, rows, width, k):
+    """Row lengths like a serving batch: about three in four short (up to 4,096, log-uniform),
+    some mid-length, a few near the width; an empty row, a row of ``k`` and a full row."""
+    c = g.random(rows)
+    short = np.exp(g.uniform(0.0, np.log(4096), rows))
+    mid = g.uniform(4096, max(4097, width // 4), rows)
+    long = g.uniform(width // 2, width + 1, rows)
+    n = np.where(c < 0.75, short, np.where(c < 0.93, mid, long)).astype(np.int64)
+    special = [width, 0, k][:rows]
+    n[: len(special)] = special
+    return g.permutation(np.minimum(n, width))
+
+
+#: (k, rows, width, value family): ragged split launches (the router's, by rows and width).
+RAGGED = [
+    (512, 8, 262144, "gaussian"),
+    (2048, 64, 262144, "dsa_like"),
+    (1024, 100, 65536, "gaussian"),  # more rows than half the SMs: two CTAs a row to share
+    (2048, 3, 250000, "tie_flood"),
+    (512, 40, 131072, "quantized"),
+    (1024, 132, 200000, "gaussian"),
+]
+
+
+@pytest.mark.parametrize("case", RAGGED, ids=[f"k{c[0]}-b{c[1]}-n{c[2]}-{c[3]}" for c in RAGGED])
+def test_ragged_split_follows_the_lengths(kp, case):
+    """A ragged split launch hands its CTAs out by the rows' lengths: the CTAs each row got
+    (recorded beside its path) equal ``gvr_reference.ragged``'s, every path equals the CPU
+    model's for that many CTAs, and every answer is exact (poison past every length)."""
+    k, rows, width, family = case
+    g = rng(9, *case[:3])
+    dense = make_dense_batch(g, rows=rows, k=k, width=width, row_stride=width, family=family)
+    x = np.array(dense.logits, dtype=np.float32)
+    n = _serving_lengths(g, rows, width, k)
+    for r in range(rows):
+        x[r, n[r] :] = 3e38
+    route = route_static(kp.spec, rows=rows, n_env=width, k=k)
+    assert route.config.ragged and route.parts > 1
+    parts = ragged_parts(n, route.grid, MIN_PART)
+    assert parts.sum() <= route.grid
+    kv = torch.from_numpy(n.astype(np.int32)).cuda()
+    out, _, paths, _ = kp.launch("decode", torch.from_numpy(x).cuda(), kv, None, k, paths=True)
+    got = paths.cpu().numpy()
+    assert np.array_equal(got >> 8, parts), (np.flatnonzero((got >> 8) != parts)[:8], n)
+    want = [
+        int(simulate_row(x[r, : n[r]], k, ModelConfig(route.ladder, parts=int(parts[r]))).path)
+        for r in range(rows)
+    ]
+    assert np.array_equal(got & 0xFF, want), (got & 0xFF, want)
+    windows = RowWindows(np.zeros(rows, np.int64), n)
+    report = validate.check_topk(x, windows, k, out.cpu().numpy())
+    assert report.ok, report.summary()
+    ROWS_CHECKED["n"] += rows
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_ragged_split_families(kp, family):
+    """Every value family in ragged decode batches (next_n 2, compress_ratio 4) and ragged
+    prefill windows (misaligned starts) on the ragged split; every answer exact."""
+    k = 2048
+    for rows, width in ((24, 200000), (90, 65536)):
+        g = rng(10, rows, FAMILIES.index(family))
+        dense = make_dense_batch(g, rows=rows, k=k, width=width, row_stride=width, family=family)
+        x = np.array(dense.logits, dtype=np.float32)
+        n = _serving_lengths(g, rows, width, k)
+        # decode: rows // 2 requests of next_n = 2 rows, compress_ratio 4
+        kv_req = np.maximum(0, 4 * n[0::2] + 1 + g.integers(0, 4, n[0::2].size)).astype(np.int32)
+        t = np.maximum(0, kv_req.repeat(2) - 2 + np.tile([0, 1], rows // 2) + 1)
+        lens = np.minimum(t >> 2, width)
+        xd = x.copy()
+        for r in range(rows):
+            xd[r, lens[r] :] = 3e38
+        route = route_static(kp.spec, rows=rows, n_env=width, k=k)
+        assert route.config.ragged
+        kv = torch.from_numpy(kv_req).cuda()
+        out, _, _, _ = kp.launch("decode", torch.from_numpy(xd).cuda(), kv, None, k, next_n=2, cr=4)
+        windows = RowWindows(np.zeros(rows, np.int64), lens.astype(np.int64))
+        report = validate.check_topk(xd, windows, k, out.cpu().numpy())
+        assert report.ok, report.summary()
+        # prefill: windows [s, s + n) of the same lengths at misaligned starts
+        starts = np.array([g.integers(0, width - m + 1) for m in n], np.int64)
+        a = torch.from_numpy(starts.astype(np.int32)).cuda()
+        b = torch.from_numpy((starts + n).astype(np.int32)).cuda()
+        route = route_static(kp.spec, rows=rows, n_env=width, k=k, mode="prefill")
+        assert route.config.ragged
+        out, _, _, _ = kp.launch("prefill", torch.from_numpy(x).cuda(), a, b, k)
+        report = validate.check_topk(x, RowWindows(starts, n), k, out.cpu().numpy())
+        assert report.ok, report.summary()
+        ROWS_CHECKED["n"] += 2 * rows
 
 
 def test_split_workspace_counters_are_restored(kp):

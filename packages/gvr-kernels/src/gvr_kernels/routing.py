@@ -74,6 +74,7 @@ from dataclasses import dataclass, replace
 
 from gvr_reference.keys import KEY_FORMATS
 from gvr_reference.ladder import MAX_ROW_LENGTH, RowPlan, row_plan
+from gvr_reference.ragged import MIN_PART
 
 from .cluster.config import ClusterConfig
 from .register.config import RegisterConfig
@@ -88,6 +89,7 @@ __all__ = [
     "max_workspace_words",
     "SPLIT_MIN_N",
     "MIN_PART_ELEMS",
+    "RAGGED_PARTS_MANY_ROWS",
     "REGISTER_MAX_N",
     "REGISTER_WIDE_N",
     "BRACKET_MAX_VECS",
@@ -112,8 +114,11 @@ UNROLL_16BIT_MANY_ROWS = 4
 
 #: Rows at least this long may be cut across several CTAs when rows are few.
 SPLIT_MIN_N = 32768
-#: A split row gives each CTA at least this many scores.
-MIN_PART_ELEMS = 8192
+#: A split row gives each CTA at least this many scores (ragged split launches too).
+MIN_PART_ELEMS = MIN_PART
+#: CTAs per row of a ragged split launch of ``SMs / 2 < rows <= SMs`` rows (one per row
+#: when the rows are equally long: ``gvr_reference.ragged``).
+RAGGED_PARTS_MANY_ROWS = 2
 #: Envelopes at most this long run on 512-thread CTAs (two per SM) at any batch.
 SMALL_ROW_N = 4096
 #: Largest K the kernels serve.
@@ -364,8 +369,12 @@ def route_static(
     parts = 1
     if rows <= s // 2 and n_env >= SPLIT_MIN_N:
         parts = max(1, min(s // rows, -(-n_env // MIN_PART_ELEMS)))
+    elif 1 < rows <= s and n_env >= SPLIT_MIN_N and mode != "full":
+        parts = RAGGED_PARTS_MANY_ROWS
     if parts > 1:
-        core = _SPLIT
+        # Rows of a decode or prefill launch may differ in length: the ragged split hands
+        # the CTAs out by length in-kernel (full rows are all as long as the width).
+        core = replace(_SPLIT, ragged=mode != "full")
     elif rows <= s and n_env > SMALL_ROW_N:
         core = _SINGLE_1024
     else:
@@ -461,16 +470,18 @@ def routed_configs(
 def max_workspace_words(spec: DeviceSpec) -> int:
     """uint32 words of split workspace the largest launch on ``spec`` can need.
 
-    Split launches have at most ``sm_count // 2`` rows and their workspace grows with the rows
-    (and, on parts with little shared memory, with K), so the largest is the route of that many
-    rows at the longest envelope and the largest K.
+    Split launches have at most ``sm_count`` rows (ragged decode and prefill launches; static
+    ones at most ``sm_count // 2``) and their workspace grows with the rows (and, on parts with
+    little shared memory, with K), so the largest is the route of that many rows at the longest
+    envelope and the largest K.
     """
-    rows = max(1, spec.sm_count // 2)
     longest = MAX_ROW_LENGTH - 1
     words = 0
-    for k in (1, MAX_K):
-        try:
-            words = max(words, route_static(spec, rows=rows, n_env=longest, k=k).workspace_words)
-        except ValueError:  # K that does not fit this part's shared memory
-            continue
+    for rows in {max(1, spec.sm_count // 2), spec.sm_count}:
+        for k in (1, MAX_K):
+            try:
+                r = route_static(spec, rows=rows, n_env=longest, k=k)
+            except ValueError:  # K that does not fit this part's shared memory
+                continue
+            words = max(words, r.workspace_words)
     return words

@@ -228,7 +228,10 @@ class KernelProvider:
 
             self.cache.update(load_library(self.aot))
         self.spec = spec_from_properties(torch.cuda.get_device_properties(0))
-        self.workspace = torch.zeros(1 << 22, dtype=torch.int32, device=self.dev).view(torch.uint32)
+        from .routing import max_workspace_words
+
+        words = max(1 << 22, max_workspace_words(self.spec))
+        self.workspace = torch.zeros(words, dtype=torch.int32, device=self.dev).view(torch.uint32)
         self.dummy_i = torch.zeros(1, dtype=torch.int32, device=self.dev)
 
     def get(self, cfg):

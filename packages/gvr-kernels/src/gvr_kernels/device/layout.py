@@ -48,6 +48,10 @@ class Ctl:
     CMIN = 15  # register family, bracket: complement of the crossing bin's smallest key
     CMAX = 16  # register family, bracket: the crossing bin's largest key
     SCALE = 17  # register family, bracket: float32 bits of its scale (reread by the emission)
+    # streaming family, ragged split (past the zeroed words: set once, read after the pass)
+    RROW = 18  # this CTA's row (-1: no work)
+    RPART = 19  # this CTA's part of its row
+    RPARTS = 20  # CTAs of its row
 
 
 class Source:

@@ -19,11 +19,22 @@ from gvr_reference.ladder import LadderParams
 
 from ..family import layout_bytes
 
-__all__ = ["StreamingConfig", "MODES", "HIST_BINS", "CTL_WORDS", "WS_HEADER_WORDS", "SMEM_ALIGN"]
+__all__ = [
+    "StreamingConfig",
+    "MODES",
+    "HIST_BINS",
+    "CTL_WORDS",
+    "CTL_ALLOC",
+    "WS_HEADER_WORDS",
+    "SMEM_ALIGN",
+]
 
 MODES = ("decode", "prefill", "full")
 HIST_BINS = 256
+#: Control words zeroed at the start of a row ...
 CTL_WORDS = 16
+#: ... and allocated by a ragged split (its assignment words follow the zeroed ones).
+CTL_ALLOC = 24
 #: Per-row words of the split workspace before the survivor slab: [count, arrivals, pad, pad].
 WS_HEADER_WORDS = 4
 #: Byte alignment of every shared-memory array (16-byte vector access).
@@ -42,6 +53,11 @@ class StreamingConfig:
         capacity: survivor staging capacity (entries of 8 bytes in shared memory).
         split: rows may be cut across several CTAs that meet through a global workspace
             (last-CTA election); when False the launch must use one CTA per row.
+        ragged: (``split`` only) the launch's ``rows * parts`` CTAs go to the rows by their
+            lengths, read in-kernel (``gvr_reference.ragged``): a long row gets more CTAs, a
+            short one a single CTA that runs as on one CTA per row; without it every row gets
+            ``parts``. Launches of at most ``threads`` rows and fewer than 32,768 CTAs (larger
+            ones fall back to ``parts`` per row in-kernel).
         unroll: 16-byte vectors each thread keeps in flight per tile of the streaming pass.
         aim_mult: the first rung aims at ``aim_mult * k`` survivors.
         sample_max: most sampled scores per row (multiple of ``4 * threads``).
@@ -65,6 +81,7 @@ class StreamingConfig:
     threads: int = 1024
     capacity: int = 16384
     split: bool = False
+    ragged: bool = False
     unroll: int = 4
     aim_mult: int = 2
     sample_max: int = 8192
@@ -92,6 +109,8 @@ class StreamingConfig:
                 f"sample_max must be a multiple of {fmt.vec} * threads for {self.dtype} rows, "
                 f"got {self.sample_max}"
             )
+        if self.ragged and not self.split:
+            raise ValueError("ragged needs split=True (a ragged launch cuts its long rows)")
         if isinstance(self.prefetch, bool) or not isinstance(self.prefetch, int):
             raise TypeError(f"prefetch must be an int (tiles), got {self.prefetch!r}")
         if not 0 <= self.prefetch <= 8:
@@ -132,7 +151,7 @@ class StreamingConfig:
         allocates exactly these (``gvr_kernels.streaming.kernel.allocate_shared``)."""
         return (
             ("hist", "i32", HIST_BINS),
-            ("ctl", "i32", CTL_WORDS),
+            ("ctl", "i32", CTL_ALLOC if self.ragged else CTL_WORDS),
             ("sample", "u32", self.sample_max),
             ("stage_bits", "u32", self.capacity),
             ("stage_idx", "i32", self.capacity),
@@ -162,7 +181,7 @@ class StreamingConfig:
             self.mode,
             f"t{self.threads}",
             f"c{self.capacity}",
-            "split" if self.split else "single",
+            ("ragged" if self.ragged else "split") if self.split else "single",
             f"u{self.unroll}",
             f"a{self.aim_mult}",
             f"s{self.sample_max}",

@@ -51,6 +51,7 @@ import cutlass.cute as cute
 from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import Path, crowd_min_ties
+from gvr_reference.ragged import MIN_PART, UNIT
 
 from ..device import shared
 from ..device.keys import (
@@ -70,6 +71,7 @@ from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_em
 from ..device.shared import record_path
 from ..device.staging import stage_selected
 from ..device.tiles import load_tile, prefetch_vectors
+from ..device.warp import inclusive_sum
 from ..device.window import row_window, write_short_row
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, WS_HEADER_WORDS, StreamingConfig
 
@@ -167,16 +169,38 @@ class StreamingTopK:
         parts: Int32,
     ):
         cfg = self.cfg
-        tid, _, _ = cute.arch.thread_idx()
         bid, _, _ = cute.arch.block_idx()
         row = bid
         part = Int32(0)
-        if const_expr(cfg.split):
+        if const_expr(cfg.split and not cfg.ragged):
             row = bid // parts
             part = bid - row * parts
 
         sh, _ = allocate_shared(cfg)
 
+        if const_expr(cfg.ragged):
+            row, part, row_parts = self._assign(
+                sh, logits, lens_a, lens_b, out.shape[0], next_n, cr_shift, parts
+            )
+            if row >= 0:
+                self._row(
+                    sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n,
+                    cr_shift, row, part, row_parts,
+                )  # fmt: skip
+        else:
+            self._row(
+                sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n, cr_shift,
+                row, part, parts,
+            )  # fmt: skip
+
+    @cute.jit
+    def _row(
+        self, sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n, cr_shift,
+        row, part, parts,
+    ):  # fmt: skip
+        """Row ``row`` (or, split, its part ``part`` of ``parts``)."""
+        cfg = self.cfg
+        tid, _, _ = cute.arch.thread_idx()
         # ---- 1. the row window
         n, lead, base = row_window(
             cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift, cfg.key_format
@@ -185,7 +209,7 @@ class StreamingTopK:
         if n <= k:
             if part == 0:
                 write_short_row(cfg, out, values, base, lead, row, n, k)
-                self._record(paths, row, Int32(Path.SHORT))
+                self._record(paths, row, Int32(Path.SHORT), parts)
         else:
             if tid < HIST_BINS:
                 sh.hist[tid] = Int32(0)
@@ -193,6 +217,81 @@ class StreamingTopK:
                 sh.ctl[tid] = Int32(0)
             cute.arch.barrier()
             self._long_row(sh, out, values, workspace, paths, base, lead, row, part, parts, n, k)
+
+    # ------------------------------------------------------------------ ragged split
+    @cute.jit
+    def _assign(self, sh, logits, lens_a, lens_b, rows: Int32, next_n, cr_shift, parts: Int32):
+        """``(row, part, row_parts)`` of this CTA in a ragged split launch of ``rows * parts``
+        CTAs (``gvr_reference.ragged``; row ``-1``: no work, the last CTAs of the grid).
+        Thread ``t`` measures row ``t``; two CTA-wide scans (the units, then the parts packed
+        as ``split << 16 | single``) and three barriers. Launches of more than ``threads``
+        rows or of 32,768 CTAs or more take ``parts`` CTAs per row. Leaves ``ctl[RROW]`` /
+        ``ctl[RPARTS]`` set for the rest of the row."""
+        cfg = self.cfg
+        tid, _, _ = cute.arch.thread_idx()
+        bid, _, _ = cute.arch.block_idx()
+        lane = cute.arch.lane_idx()
+        warp = tid // 32
+        n_warps = cfg.threads // 32
+        grid = rows * parts
+        row = bid // parts
+        part = bid - row * parts
+        row_parts = parts
+        if (rows <= cfg.threads) & (grid < Int32(1 << 15)):
+            units = Int32(0)
+            if tid < rows:
+                n, _, _ = row_window(
+                    cfg.mode, logits, lens_a, lens_b, tid, next_n, cr_shift, cfg.key_format
+                )
+                units = (n + (UNIT - 1)) // UNIT
+            if tid == 0:
+                sh.ctl[Ctl.RROW] = Int32(-1)
+            upto = inclusive_sum(units)
+            if lane == 31:
+                sh.hist[warp] = upto
+            cute.arch.barrier()
+            total = Int32(0)
+            for w in cutlass.range_constexpr(n_warps):
+                total = total + sh.hist[w]
+            # Units per part: the CTAs beyond one per row shared out by length.
+            extra = grid - rows
+            per = Int32(1 << 30)
+            if extra > 0:
+                per = cutlass.max(Int32(MIN_PART // UNIT), (total + extra - 1) // extra)
+            mine = cutlass.max(Int32(1), (units + per - 1) // per)
+            packed = cutlass.select_(mine > 1, mine << 16, Int32(1))
+            packed = cutlass.select_(tid < rows, packed, Int32(0))
+            upto = inclusive_sum(packed)
+            if lane == 31:
+                sh.hist[n_warps + warp] = upto
+            cute.arch.barrier()
+            before = upto - packed
+            whole = Int32(0)
+            for w in cutlass.range_constexpr(n_warps):
+                h = sh.hist[n_warps + w]
+                before = before + cutlass.select_(w < warp, h, Int32(0))
+                whole = whole + h
+            first = before >> 16  # split rows: CTAs [first, first + mine)
+            single_at = (whole >> 16) + (before & Int32(0xFFFF))  # single rows: after them
+            if tid < rows:
+                hit = bid == single_at
+                at = Int32(0)
+                if mine > 1:
+                    hit = (bid >= first) & (bid < first + mine)
+                    at = bid - first
+                if hit:
+                    sh.ctl[Ctl.RROW] = tid
+                    sh.ctl[Ctl.RPART] = at
+                    sh.ctl[Ctl.RPARTS] = mine
+            cute.arch.barrier()
+            row = sh.ctl[Ctl.RROW]
+            part = sh.ctl[Ctl.RPART]
+            row_parts = sh.ctl[Ctl.RPARTS]
+        else:
+            if tid == 0:
+                sh.ctl[Ctl.RROW] = row
+                sh.ctl[Ctl.RPARTS] = parts
+        return row, part, row_parts
 
     # ------------------------------------------------------------------ row bodies
     @cute.jit
@@ -270,12 +369,21 @@ class StreamingTopK:
         nvec = plan.nvec
         n_sample = plan.sample_vecs * fmt.vec
         win = Window(base, lead, nvec, plan.tail_start, n)
-        if const_expr(cfg.split):
+        if const_expr(cfg.ragged):
+            row = sh.ctl[Ctl.RROW]
+            parts = sh.ctl[Ctl.RPARTS]
+        elif const_expr(cfg.split):
             bid, _, _ = cute.arch.block_idx()
             row = bid // parts
 
         finish = Boolean(True)
-        if const_expr(cfg.split):
+        if const_expr(cfg.ragged):
+            # A row of one CTA runs as on one CTA per row (the retry rung included).
+            if parts > 1:
+                count, finish = self._split_meet(sh, workspace, row, parts, count, k)
+            else:
+                self._staged_max(sh, count)
+        elif const_expr(cfg.split):
             count, finish = self._split_meet(sh, workspace, row, parts, count, k)
 
         if finish:
@@ -298,44 +406,14 @@ class StreamingTopK:
             if code != Int32(Path.TIE):
                 # ---- 6. fallbacks (single CTA per row: one retry rung)
                 if const_expr(not cfg.split):
-                    if count < k and code == Int32(Path.FIRST):
-                        thr2, _, _ = narrow(
-                            cfg,
-                            sh,
-                            win,
-                            Source.SAMPLE,
-                            Rank.BY_KEY,
-                            Goal.RUNG,
-                            plan.j2,
-                            Uint32(0),
-                            key_max,
-                            Uint32(0),
-                            n_sample,
+                    count, thr_key, lo_sel, code = self._retry(
+                        sh, win, plan, base, lead, n, k, count, thr_key, lo_sel, code
+                    )
+                elif const_expr(cfg.ragged):
+                    if parts == 1:
+                        count, thr_key, lo_sel, code = self._retry(
+                            sh, win, plan, base, lead, n, k, count, thr_key, lo_sel, code
                         )
-                        if thr2 < thr_key:
-                            cute.arch.barrier()
-                            if tid == 0:
-                                sh.ctl[Ctl.CNT] = Int32(0)
-                                sh.ctl[Ctl.MAXKEY] = Int32(0)
-                                sh.ctl[Ctl.THR] = Int32(thr2)
-                                sh.ctl[Ctl.CODE] = Int32(Path.RETRY)
-                            cute.arch.barrier()
-                            count = self._stream(
-                                sh,
-                                base,
-                                lead,
-                                Int32(0),
-                                nvec,
-                                Boolean(True),
-                                plan.tail_start,
-                                n,
-                                thr2,
-                            )
-                            # The rung and the path code waited in shared memory across
-                            # the pass.
-                            thr_key = Uint32(sh.ctl[Ctl.THR])
-                            lo_sel = thr_key
-                            code = sh.ctl[Ctl.CODE]
                 if count < k:
                     code = Int32(Path.RESCUE_UNDERESTIMATE)
                     lo_sel = Uint32(0)
@@ -350,10 +428,46 @@ class StreamingTopK:
                     select_and_emit(
                         cfg, sh, win, Source.STAGE, out, values, row, k, lo_sel, max_key, count
                     )
-            self._record(paths, row, code)
+            self._record(paths, row, code, parts)
 
     @cute.jit
-    def _record(self, paths, row: Int32, code: Int32):
+    def _retry(self, sh, win, plan, base, lead, n, k, count, thr_key, lo_sel, code):
+        """A row on one CTA whose first rung left fewer than ``k`` survivors: the retry rung
+        and a second pass when it is lower. Returns ``(count, thr_key, lo_sel, code)``."""
+        cfg = self.cfg
+        fmt = cfg.key_format
+        key_max = Uint32(fmt.key_max)
+        tid, _, _ = cute.arch.thread_idx()
+        n_sample = plan.sample_vecs * fmt.vec
+        if count < k and code == Int32(Path.FIRST):
+            thr2, _, _ = narrow(
+                cfg, sh, win, Source.SAMPLE, Rank.BY_KEY, Goal.RUNG, plan.j2, Uint32(0), key_max,
+                Uint32(0), n_sample,
+            )  # fmt: skip
+            if thr2 < thr_key:
+                cute.arch.barrier()
+                if tid == 0:
+                    sh.ctl[Ctl.CNT] = Int32(0)
+                    sh.ctl[Ctl.MAXKEY] = Int32(0)
+                    sh.ctl[Ctl.THR] = Int32(thr2)
+                    sh.ctl[Ctl.CODE] = Int32(Path.RETRY)
+                cute.arch.barrier()
+                count = self._stream(
+                    sh, base, lead, Int32(0), plan.nvec, Boolean(True), plan.tail_start, n, thr2
+                )
+                if const_expr(cfg.split):
+                    self._staged_max(sh, count)  # (a ragged row of one CTA)
+                # The rung and the path code waited in shared memory across the pass.
+                thr_key = Uint32(sh.ctl[Ctl.THR])
+                lo_sel = thr_key
+                code = sh.ctl[Ctl.CODE]
+        return count, thr_key, lo_sel, code
+
+    @cute.jit
+    def _record(self, paths, row: Int32, code: Int32, parts: Int32):
+        """The row's path code; a ragged split also records its CTAs: ``code | parts << 8``."""
+        if const_expr(self.cfg.ragged):
+            code = code | (parts << 8)
         record_path(self.cfg, paths, row, code)
 
     # ------------------------------------------------------------------ streaming pass

@@ -1,0 +1,81 @@
+"""How a ragged split launch hands its CTAs to rows: the CPU model of the streaming family's
+in-kernel assignment (``StreamingConfig.ragged``).
+
+A split launch has a capture-stable grid of ``grid`` CTAs (``rows * parts`` from the router).
+Without ``ragged`` every row gets ``parts`` of them, whatever its length. With it, every CTA
+reads the lengths of all rows and computes the same assignment:
+
+1. Each row is measured in units of :data:`UNIT` scores, ``u_r = ceil(n_r / UNIT)``.
+2. The CTAs beyond one per row, ``extra = grid - rows``, are shared out by length: a part is
+   ``c = max(min_part // UNIT, ceil(sum(u) / extra))`` units (``extra <= 0``: no row splits),
+   and row ``r`` gets ``p_r = max(1, ceil(u_r / c))`` CTAs. Since ``ceil(u / c) < u / c + 1``,
+   ``sum(p) <= rows + sum(u) / c <= rows + extra = grid``: every row gets its CTAs, whatever
+   the lengths (integer arithmetic, no rounding).
+3. CTAs ``[0, S)`` serve the rows with ``p_r > 1`` in row order (``S = sum`` of their parts),
+   so the long rows start first when the grid takes more than one wave; the rows with
+   ``p_r = 1`` take the next CTAs, in row order; the last CTAs of the grid have no work
+   (they exit at once, after the CTAs with work were scheduled).
+
+A row with ``p_r = 1`` runs as on one CTA per row (the retry rung included); a row with
+``p_r > 1`` meets through the split workspace as in a static split launch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["UNIT", "MIN_PART", "ragged_parts", "ragged_blocks"]
+
+#: Scores of the unit rows are measured in (keeps the sums in 32 bits on the device).
+UNIT = 256
+#: Fewest scores a part of a split row is given (static and ragged split launches alike:
+#: ``gvr_kernels.routing.MIN_PART_ELEMS``); a multiple of :data:`UNIT`.
+MIN_PART = 8192
+
+
+def ragged_parts(lengths, grid: int, min_part: int) -> np.ndarray:
+    """CTAs each row gets in a ragged split launch.
+
+    Args:
+        lengths: int [rows], the rows' valid lengths (clamped windows, ``>= 0``).
+        grid: CTAs in the launch (``>= rows``).
+        min_part: fewest scores a part of a split row is given (a multiple of :data:`UNIT`).
+
+    Returns:
+        int64 [rows], each ``>= 1``, summing to at most ``grid``.
+
+    Raises:
+        ValueError: ``grid < rows`` or a negative length.
+    """
+    n = np.asarray(lengths, dtype=np.int64)
+    rows = n.size
+    if grid < rows:
+        raise ValueError(f"grid must be >= rows ({rows}), got {grid}")
+    if rows and n.min() < 0:
+        raise ValueError(f"lengths must be >= 0, got {int(n.min())}")
+    units = (n + UNIT - 1) // UNIT
+    extra = grid - rows
+    if extra <= 0:
+        return np.ones(rows, np.int64)
+    c = max(min_part // UNIT, -(-int(units.sum()) // extra))
+    return np.maximum(1, -(-units // c))
+
+
+def ragged_blocks(lengths, grid: int, min_part: int) -> np.ndarray:
+    """The work of every CTA of a ragged split launch.
+
+    Returns:
+        int64 [grid, 3]: ``(row, part, parts)`` per CTA; ``(-1, 0, 0)`` for a CTA with no work.
+    """
+    parts = ragged_parts(lengths, grid, min_part)
+    blocks = np.tile(np.array([-1, 0, 0], np.int64), (grid, 1))
+    at = 0
+    for r in np.flatnonzero(parts > 1):
+        p = int(parts[r])
+        blocks[at : at + p] = np.stack([np.full(p, r), np.arange(p), np.full(p, p)], axis=1)
+        at += p
+    singles = np.flatnonzero(parts == 1)
+    blocks[at + np.arange(singles.size)] = np.stack(
+        [singles, np.zeros_like(singles), np.ones_like(singles)], axis=1
+    )
+    return blocks
