@@ -13,7 +13,6 @@ from gvr_kernels.routing import (
     CLUSTER_SMALL_K,
     CLUSTER_WIDE_N,
     MIN_PART_ELEMS,
-    RAGGED_PARTS_MANY_ROWS,
     REGISTER_MAX_N,
     REGISTER_WIDE_N,
     SPLIT_MIN_N,
@@ -36,11 +35,7 @@ def test_route_static_policy():
     assert route_static(H200, rows=1, n_env=SPLIT_MIN_N - 1, k=512).parts == 1
     assert r.config.ragged  # decode rows may differ in length
     assert not route_static(H200, rows=1, n_env=262144, k=2048, mode="full").config.ragged
-    # More rows than half the SMs, up to the SMs: two CTAs a row, handed out by length.
-    many = route_static(H200, rows=s // 2 + 1, n_env=262144, k=512, mode="prefill")
-    assert many.parts == RAGGED_PARTS_MANY_ROWS and many.config.ragged
-    assert many.grid == RAGGED_PARTS_MANY_ROWS * (s // 2 + 1)
-    assert route_static(H200, rows=s // 2 + 1, n_env=262144, k=512, mode="full").parts == 1
+    assert route_static(H200, rows=s // 2 + 1, n_env=262144, k=512).parts == 1
     assert route_static(H200, rows=s, n_env=262144, k=512).config.threads == 1024
     assert route_static(H200, rows=s + 1, n_env=262144, k=512).config.threads == 512
     for rows in (1, 2, 7, 33, 66):
@@ -117,10 +112,7 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     cfgs = list(routed_configs(H200))
     assert len(cfgs) == len(set(cfgs))
     streaming = [c for c in cfgs if c.family == "streaming"]
-    # three cores x modes x values x ties x dtypes, less two: float32 decode rows on one
-    # 1024-thread CTA each without the tie mode (only long envelopes of SMs / 2 < rows <= SMs
-    # took them, now a ragged split; the register family serves the shorter ones)
-    assert len(streaming) == 3 * 3 * 4 * 3 - 2
+    assert len(streaming) == 3 * 3 * 4 * 3  # three cores x modes x values x ties x dtypes
     split = {(c.mode, c.ragged) for c in streaming if c.split}
     assert split == {("decode", True), ("prefill", True), ("full", False)}
     assert {c.dtype for c in streaming} == {"float32", "bfloat16", "float16"}

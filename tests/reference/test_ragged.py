@@ -34,8 +34,9 @@ def test_parts_follow_the_lengths():
     lengths = [262144] + [1000] * 7
     parts = ragged_parts(lengths, 8 * 16, MIN_PART)
     assert parts[0] == 262144 // MIN_PART and (parts[1:] == 1).all()
-    # equally long rows share the grid evenly
-    assert (ragged_parts([262144] * 8, 8 * 16, MIN_PART) == 15).all()
+    # equally long rows share the grid evenly: the static split's parts
+    assert (ragged_parts([262144] * 8, 8 * 16, MIN_PART) == 16).all()
+    assert (ragged_parts([65536] * 32, 32 * 4, MIN_PART) == 4).all()
     # a part is never shorter than MIN_PART scores
     assert (ragged_parts([4 * MIN_PART], 132, MIN_PART) == 4).all()
     # no CTAs beyond one per row: every row on one CTA

@@ -89,7 +89,6 @@ __all__ = [
     "max_workspace_words",
     "SPLIT_MIN_N",
     "MIN_PART_ELEMS",
-    "RAGGED_PARTS_MANY_ROWS",
     "REGISTER_MAX_N",
     "REGISTER_WIDE_N",
     "BRACKET_MAX_VECS",
@@ -116,9 +115,6 @@ UNROLL_16BIT_MANY_ROWS = 4
 SPLIT_MIN_N = 32768
 #: A split row gives each CTA at least this many scores (ragged split launches too).
 MIN_PART_ELEMS = MIN_PART
-#: CTAs per row of a ragged split launch of ``SMs / 2 < rows <= SMs`` rows (one per row
-#: when the rows are equally long: ``gvr_reference.ragged``).
-RAGGED_PARTS_MANY_ROWS = 2
 #: Envelopes at most this long run on 512-thread CTAs (two per SM) at any batch.
 SMALL_ROW_N = 4096
 #: Largest K the kernels serve.
@@ -369,8 +365,6 @@ def route_static(
     parts = 1
     if rows <= s // 2 and n_env >= SPLIT_MIN_N:
         parts = max(1, min(s // rows, -(-n_env // MIN_PART_ELEMS)))
-    elif 1 < rows <= s and n_env >= SPLIT_MIN_N and mode != "full":
-        parts = RAGGED_PARTS_MANY_ROWS
     if parts > 1:
         # Rows of a decode or prefill launch may differ in length: the ragged split hands
         # the CTAs out by length in-kernel (full rows are all as long as the width).
@@ -470,14 +464,13 @@ def routed_configs(
 def max_workspace_words(spec: DeviceSpec) -> int:
     """uint32 words of split workspace the largest launch on ``spec`` can need.
 
-    Split launches have at most ``sm_count`` rows (ragged decode and prefill launches; static
-    ones at most ``sm_count // 2``) and their workspace grows with the rows (and, on parts with
-    little shared memory, with K), so the largest is the route of that many rows at the longest
-    envelope and the largest K.
+    Split launches have at most ``sm_count // 2`` rows and their workspace grows with the rows
+    (and, on parts with little shared memory, with K), so the largest is the route of that many
+    rows at the longest envelope and the largest K.
     """
     longest = MAX_ROW_LENGTH - 1
     words = 0
-    for rows in {max(1, spec.sm_count // 2), spec.sm_count}:
+    for rows in (max(1, spec.sm_count // 2),):
         for k in (1, MAX_K):
             try:
                 r = route_static(spec, rows=rows, n_env=longest, k=k)

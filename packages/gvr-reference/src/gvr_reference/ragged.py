@@ -6,11 +6,12 @@ Without ``ragged`` every row gets ``parts`` of them, whatever its length. With i
 reads the lengths of all rows and computes the same assignment:
 
 1. Each row is measured in units of :data:`UNIT` scores, ``u_r = ceil(n_r / UNIT)``.
-2. The CTAs beyond one per row, ``extra = grid - rows``, are shared out by length: a part is
-   ``c = max(min_part // UNIT, ceil(sum(u) / extra))`` units (``extra <= 0``: no row splits),
-   and row ``r`` gets ``p_r = max(1, ceil(u_r / c))`` CTAs. Since ``ceil(u / c) < u / c + 1``,
-   ``sum(p) <= rows + sum(u) / c <= rows + extra = grid``: every row gets its CTAs, whatever
-   the lengths (integer arithmetic, no rounding).
+2. The CTAs beyond one per row, ``extra = grid - rows``, are shared out by length: row ``r``
+   gets ``p_r = min(1 + floor(u_r * extra / sum(u)), max(1, floor(u_r * UNIT / min_part)))``
+   CTAs: one, plus its share of the extra CTAs, at most one per ``min_part`` scores. Then
+   ``sum(p) <= rows + extra * sum(u) / sum(u) = grid``: every row gets its CTAs, whatever the
+   lengths (integer arithmetic, no rounding), and equally long rows get ``grid / rows`` each,
+   the static split's ``parts``.
 3. CTAs ``[0, S)`` serve the rows with ``p_r > 1`` in row order (``S = sum`` of their parts),
    so the long rows start first when the grid takes more than one wave; the rows with
    ``p_r = 1`` take the next CTAs, in row order; the last CTAs of the grid have no work
@@ -54,11 +55,8 @@ def ragged_parts(lengths, grid: int, min_part: int) -> np.ndarray:
     if rows and n.min() < 0:
         raise ValueError(f"lengths must be >= 0, got {int(n.min())}")
     units = (n + UNIT - 1) // UNIT
-    extra = grid - rows
-    if extra <= 0:
-        return np.ones(rows, np.int64)
-    c = max(min_part // UNIT, -(-int(units.sum()) // extra))
-    return np.maximum(1, -(-units // c))
+    share = units * (grid - rows) // max(int(units.sum()), 1)
+    return np.minimum(1 + share, np.maximum(1, units // (min_part // UNIT)))
 
 
 def ragged_blocks(lengths, grid: int, min_part: int) -> np.ndarray:

@@ -253,12 +253,11 @@ class StreamingTopK:
             total = Int32(0)
             for w in cutlass.range_constexpr(n_warps):
                 total = total + sh.hist[w]
-            # Units per part: the CTAs beyond one per row shared out by length.
-            extra = grid - rows
-            per = Int32(1 << 30)
-            if extra > 0:
-                per = cutlass.max(Int32(MIN_PART // UNIT), (total + extra - 1) // extra)
-            mine = cutlass.max(Int32(1), (units + per - 1) // per)
+            # One CTA a row, plus its share of the CTAs beyond one per row by length, at
+            # most one CTA per MIN_PART scores.
+            share = Int64(units) * Int64(grid - rows) // Int64(cutlass.max(total, Int32(1)))
+            mine = Int32(1) + Int32(share)
+            mine = cutlass.min(mine, cutlass.max(Int32(1), units // Int32(MIN_PART // UNIT)))
             packed = cutlass.select_(mine > 1, mine << 16, Int32(1))
             packed = cutlass.select_(tid < rows, packed, Int32(0))
             upto = inclusive_sum(packed)
