@@ -269,7 +269,7 @@ def _kv_schedule(steps, batch, next_n, cr, k, msl, g):
     return sched
 
 
-@pytest.mark.parametrize("batch", [2, 16, 100], ids=["cluster", "ragged", "single"])
+@pytest.mark.parametrize("batch", [2, 16, 100], ids=["cluster", "split", "single"])
 def test_cuda_graph_decode_replays(api, batch):
     """Warm up on a side stream, capture one decode call with max_seq_len and fixed buffers,
     replay 120 times while kv_lens (and the logits) change in place; every replay is exact.

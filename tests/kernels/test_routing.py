@@ -33,8 +33,17 @@ def test_route_static_policy():
     assert route_static(H200, rows=1, n_env=4096, k=512).config.threads == 512
     assert r.grid == r.parts and r.workspace_words == 4 + 2 * r.config.capacity
     assert route_static(H200, rows=1, n_env=SPLIT_MIN_N - 1, k=512).parts == 1
-    assert r.config.ragged  # decode rows may differ in length
-    assert not route_static(H200, rows=1, n_env=262144, k=2048, mode="full").config.ragged
+    # decode and prefill rows may differ in length: the ragged split where it measured faster
+    assert not r.config.ragged
+    for mode, rows, n_env, ragged in (
+        ("decode", 32, 262144, True),
+        ("prefill", 66, 131073, True),
+        ("full", 32, 262144, False),
+        ("decode", 31, 262144, False),
+        ("decode", 64, 131072, False),
+    ):
+        rt = route_static(H200, rows=rows, n_env=n_env, k=512, mode=mode)
+        assert rt.config.split and rt.config.ragged == ragged, (mode, rows, n_env)
     assert route_static(H200, rows=s // 2 + 1, n_env=262144, k=512).parts == 1
     assert route_static(H200, rows=s, n_env=262144, k=512).config.threads == 1024
     assert route_static(H200, rows=s + 1, n_env=262144, k=512).config.threads == 512
@@ -112,9 +121,13 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     cfgs = list(routed_configs(H200))
     assert len(cfgs) == len(set(cfgs))
     streaming = [c for c in cfgs if c.family == "streaming"]
-    assert len(streaming) == 3 * 3 * 4 * 3  # three cores x modes x values x ties x dtypes
+    # three cores x modes x values x ties x dtypes, and the ragged split of decode and prefill
+    assert len(streaming) == 3 * 3 * 4 * 3 + 2 * 4 * 3
     split = {(c.mode, c.ragged) for c in streaming if c.split}
-    assert split == {("decode", True), ("prefill", True), ("full", False)}
+    assert split == {(m, False) for m in ("decode", "prefill", "full")} | {
+        ("decode", True),
+        ("prefill", True),
+    }
     assert {c.dtype for c in streaming} == {"float32", "bfloat16", "float16"}
     for c in streaming:
         many = c.threads == 512 and not (c.mode == "prefill" and c.with_values and c.deterministic)

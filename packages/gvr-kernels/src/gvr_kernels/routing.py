@@ -89,6 +89,8 @@ __all__ = [
     "max_workspace_words",
     "SPLIT_MIN_N",
     "MIN_PART_ELEMS",
+    "RAGGED_MIN_ROWS",
+    "RAGGED_MIN_N",
     "REGISTER_MAX_N",
     "REGISTER_WIDE_N",
     "BRACKET_MAX_VECS",
@@ -115,6 +117,15 @@ UNROLL_16BIT_MANY_ROWS = 4
 SPLIT_MIN_N = 32768
 #: A split row gives each CTA at least this many scores (ragged split launches too).
 MIN_PART_ELEMS = MIN_PART
+#: Split decode and prefill launches of at least this many rows and this long an envelope
+#: take the ragged split (``StreamingConfig.ragged``; ``tools/tune_ragged.py``,
+#: ``tune_ragged.log`` run 2, raw kernel times): at n = 262,144 on serving-like ragged rows
+#: 17.7 / 19.5 us against 18.9 / 21.0 for the static split at b = 32 and 18.2 / 21.3 against
+#: 23.9 / 25.3 at b = 64 (K = 512 / 2048); its in-kernel assignment costs about 2 us on rows
+#: of equal length (26.8 against 24.8 us at b = 32), and at b = 8 or n = 65,536 it measured
+#: slower on ragged rows too.
+RAGGED_MIN_ROWS = 32
+RAGGED_MIN_N = 131073
 #: Envelopes at most this long run on 512-thread CTAs (two per SM) at any batch.
 SMALL_ROW_N = 4096
 #: Largest K the kernels serve.
@@ -368,7 +379,8 @@ def route_static(
     if parts > 1:
         # Rows of a decode or prefill launch may differ in length: the ragged split hands
         # the CTAs out by length in-kernel (full rows are all as long as the width).
-        core = replace(_SPLIT, ragged=mode != "full")
+        ragged = mode != "full" and rows >= RAGGED_MIN_ROWS and n_env >= RAGGED_MIN_N
+        core = replace(_SPLIT, ragged=ragged)
     elif rows <= s and n_env > SMALL_ROW_N:
         core = _SINGLE_1024
     else:
