@@ -15,7 +15,6 @@ branch).
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import cutlass
@@ -85,7 +84,7 @@ class StampedClusterTopK(ClusterTopK):
 
 def main() -> None:
     import torch
-    from device_streaming import timeit
+    from device_streaming import timeit, timing_setup
 
     opts = "--enable-tvm-ffi"
     fns = {}
@@ -95,11 +94,7 @@ def main() -> None:
                 cute.compile(kind(cfg), *fake_kernel_args(), options=opts)
                 for kind in (StampedClusterTopK, ClusterTopK)
             ]
-    flush = torch.empty(2 * 60 * 2**20 // 4, dtype=torch.float32, device="cuda")
-    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    t = time.time()
-    while time.time() - t < 2:
-        x @ x
+    flush = timing_setup()
     dummy = torch.zeros(1, dtype=torch.int32, device="cuda")
     ws = torch.zeros(16, dtype=torch.int32, device="cuda").view(torch.uint32)
     for n, k, cfg in CASES:

@@ -17,7 +17,6 @@ eager call here, which a raw-kernel loop would charge to it).
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 #: Row length -> CTA shapes ``(threads, vecs, resident)`` holding it.
@@ -57,17 +56,11 @@ def main() -> None:
     # Compile before CUDA is initialised in this process (the pool forks).
     aot = build(list(dict.fromkeys(c for _, c in cases)))
     import torch
-    from device_streaming import timeit
-    from gvr_kernels.abi import KernelArgs
+    from device_streaming import decode_args, timeit, timing_setup
     from gvr_kernels.testing import KernelProvider
 
     kp = KernelProvider(aot)
-    flush = torch.empty(2 * 60 * 2**20 // 4, dtype=torch.float32, device="cuda")
-
-    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    t = time.time()
-    while time.time() - t < 2:
-        x @ x
+    flush = timing_setup()
     for n in SHAPES:
         for b in BATCHES:
             for k in KS:
@@ -83,11 +76,7 @@ def main() -> None:
 
                 for cfg in configs(n):
                     f = kp.get(cfg)
-                    args = KernelArgs(
-                        logits=lg, lens_a=kv, lens_b=kp.dummy_i, out=out,
-                        values=torch.empty(1, 1, device="cuda"), workspace=kp.workspace,
-                        paths=kp.dummy_i, k=k, next_n=1, cr_shift=0, parts=1,
-                    )  # fmt: skip
+                    args = decode_args(kp, lg, kv, out, k, 1)
                     out.fill_(-7)
                     f(*args)
                     ok = exact()

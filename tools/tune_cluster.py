@@ -16,7 +16,6 @@ values equal ``torch.topk``'s as multisets).
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 #: (cluster, threads, vecs) shapes tried per row length, each with the bracket path and
@@ -62,27 +61,18 @@ def main() -> None:
     # Compile before CUDA is initialised in this process (the pool forks).
     aot = build(list(dict.fromkeys([c for _, c in cases] + sorted(base_cfgs, key=str))))
     import torch
-    from device_streaming import timeit
-    from gvr_kernels.abi import KernelArgs
+    from device_streaming import decode_args, timeit, timing_setup
     from gvr_kernels.spec import spec_from_properties
     from gvr_kernels.testing import KernelProvider
 
     spec = spec_from_properties(torch.cuda.get_device_properties(0))
     kp = KernelProvider(aot)
-    flush = torch.empty(2 * 60 * 2**20 // 4, dtype=torch.float32, device="cuda")
-    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    t = time.time()
-    while time.time() - t < 2:
-        x @ x
+    flush = timing_setup()
 
     def run(cfg, parts, lg, kv, k):
         f = kp.get(cfg)
         out = torch.empty((lg.shape[0], k), dtype=torch.int32, device="cuda")
-        args = KernelArgs(
-            logits=lg, lens_a=kv, lens_b=kp.dummy_i, out=out,
-            values=torch.empty(1, 1, device="cuda"), workspace=kp.workspace,
-            paths=kp.dummy_i, k=k, next_n=1, cr_shift=0, parts=parts,
-        )  # fmt: skip
+        args = decode_args(kp, lg, kv, out, k, parts)
         f(*args)
         torch.cuda.synchronize()
         got = torch.sort(torch.gather(lg, 1, out.long()), dim=1).values

@@ -17,7 +17,6 @@ row's window, as multisets).
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,25 +54,16 @@ def main() -> None:
     import numpy as np
     import torch
     from bench_topk import ragged_lengths
-    from device_streaming import timeit
-    from gvr_kernels.abi import KernelArgs
+    from device_streaming import decode_args, timeit, timing_setup
     from gvr_kernels.testing import KernelProvider
 
     kp = KernelProvider(aot)
-    flush = torch.empty(2 * 60 * 2**20 // 4, dtype=torch.float32, device="cuda")
-    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    t = time.time()
-    while time.time() - t < 2:
-        x @ x
+    flush = timing_setup()
 
     def run(cfg, parts, lg, kv, k):
         f = kp.get(cfg)
         out = torch.empty((lg.shape[0], k), dtype=torch.int32, device="cuda")
-        args = KernelArgs(
-            logits=lg, lens_a=kv, lens_b=kp.dummy_i, out=out,
-            values=torch.empty(1, 1, device="cuda"), workspace=kp.workspace,
-            paths=kp.dummy_i, k=k, next_n=1, cr_shift=0, parts=parts,
-        )  # fmt: skip
+        args = decode_args(kp, lg, kv, out, k, parts)
         f(*args)
         torch.cuda.synchronize()
         ok = True
