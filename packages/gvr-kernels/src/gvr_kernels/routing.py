@@ -480,13 +480,12 @@ def max_workspace_words(spec: DeviceSpec) -> int:
     (and, on parts with little shared memory, with K), so the largest is the route of that many
     rows at the longest envelope and the largest K.
     """
+    rows = max(1, spec.sm_count // 2)
     longest = MAX_ROW_LENGTH - 1
     words = 0
-    for rows in (max(1, spec.sm_count // 2),):
-        for k in (1, MAX_K):
-            try:
-                r = route_static(spec, rows=rows, n_env=longest, k=k)
-            except ValueError:  # K that does not fit this part's shared memory
-                continue
-            words = max(words, r.workspace_words)
+    for k in (1, MAX_K):
+        try:
+            words = max(words, route_static(spec, rows=rows, n_env=longest, k=k).workspace_words)
+        except ValueError:  # K that does not fit this part's shared memory
+            continue
     return words
