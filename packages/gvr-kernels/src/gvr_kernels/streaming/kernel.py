@@ -223,10 +223,10 @@ class StreamingTopK:
     def _assign(self, sh, logits, lens_a, lens_b, rows: Int32, next_n, cr_shift, parts: Int32):
         """``(row, part, row_parts)`` of this CTA in a ragged split launch of ``rows * parts``
         CTAs (``gvr_reference.ragged``; row ``-1``: no work, the last CTAs of the grid).
-        Thread ``t`` measures row ``t``; a CTA-wide sum of the units, a CTA-wide scan of the
-        parts packed as ``split << 16 | single``, and three barriers. Launches of more than
-        ``threads`` rows or of 32,768 CTAs or more take ``parts`` CTAs per row. Leaves
-        ``ctl[RROW]`` / ``ctl[RPARTS]`` set for the rest of the row."""
+        Thread ``t`` measures row ``t``; two CTA-wide scans (the units, then the parts packed
+        as ``split << 16 | single``) and three barriers. Launches of more than ``threads``
+        rows or of 32,768 CTAs or more take ``parts`` CTAs per row. Leaves ``ctl[RROW]`` /
+        ``ctl[RPARTS]`` set for the rest of the row."""
         cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         bid, _, _ = cute.arch.block_idx()
@@ -246,9 +246,9 @@ class StreamingTopK:
                 units = (n + (UNIT - 1)) // UNIT
             if tid == 0:
                 sh.ctl[Ctl.RROW] = Int32(-1)
-            in_warp = Int32(cute.arch.warp_redux_sync(units, "add"))
-            if lane == 0:
-                sh.hist[warp] = in_warp
+            upto = inclusive_sum(units)
+            if lane == 31:
+                sh.hist[warp] = upto
             cute.arch.barrier()
             total = Int32(0)
             for w in cutlass.range_constexpr(n_warps):
