@@ -10,7 +10,10 @@ Sets:
   register      the register-resident configurations of ``tests/kernels/test_register_gpu.py``,
                 ``tools/tune_register.py`` and ``tools/sanitize_register.py``;
   cluster       the cluster-register configurations of ``tests/kernels/test_cluster_gpu.py``
-                and ``tools/tune_cluster.py``.
+                and ``tools/tune_cluster.py``;
+  half          the bfloat16 / float16 configurations: every routable one with its
+                path-recording variant (``tests/kernels/test_half_gpu.py``), those of
+                ``tests/kernels/test_register_gpu.py`` and ``tools/tune_register.py --dtype``.
 """
 
 from __future__ import annotations
@@ -101,6 +104,31 @@ def cluster_configs() -> list:
     return list(out)
 
 
+def half_configs() -> list:
+    """The 16-bit configurations of the device suites and the register tune table."""
+    from gvr_kernels.register import RegisterConfig
+
+    out = {}
+    for cfg in routable_configs():
+        if cfg.dtype != "float32":
+            out[cfg] = None
+            base = replace(cfg, mode="decode", with_values=False, deterministic=False)
+            out[replace(base, record_paths=True)] = None
+    for dtype in ("bfloat16", "float16"):
+        for threads, vecs in ((512, 2), (1024, 4)):  # the forced paths
+            out[RegisterConfig(threads=threads, vecs=vecs, capacity=2048, dtype=dtype,
+                               record_paths=True)] = None  # fmt: skip
+        for threads, vecs in ((512, 1), (512, 2), (1024, 2), (1024, 4)):  # the bracket tests
+            base = RegisterConfig(threads=threads, vecs=vecs, dtype=dtype)
+            out[replace(base, record_paths=True)] = None
+            out[replace(base, with_values=True)] = None
+            out[replace(base, with_values=True, deterministic=True)] = None
+            for resident in (1, 2) if threads <= 512 else (1,):  # the tune table
+                out[replace(base, resident=resident)] = None
+        out[RegisterConfig(threads=256, vecs=1, dtype=dtype)] = None
+    return list(out)
+
+
 def export_all(configs, out: str, arch: str = "sm_90a", jobs: int = 2, log: bool = False):
     """Export ``configs`` into ``out`` (``jobs`` processes) and write its manifest; returns
     ``out``. The tune tools call this before CUDA is initialised (the pool forks)."""
@@ -122,12 +150,14 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument(
-        "--set", default="device-tests", choices=("routable", "device-tests", "register", "cluster")
+        "--set",
+        default="device-tests",
+        choices=("routable", "device-tests", "register", "cluster", "half"),
     )
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO)
-    sets = {"register": register_configs, "cluster": cluster_configs}
+    sets = {"register": register_configs, "cluster": cluster_configs, "half": half_configs}
     configs = sets[args.set]() if args.set in sets else list(routable_configs())
     if args.set == "device-tests":
         bases = {replace(c, mode="decode", with_values=False, deterministic=False) for c in configs}

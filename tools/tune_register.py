@@ -1,10 +1,11 @@
 """Tune table of the register-resident family against the streaming route (run on the GPU).
 
-    python tools/tune_register.py --out results/tune_register.json
+    python tools/tune_register.py --out results/tune_register.json [--dtype bfloat16]
 
-For every (K, n, batch) cell of a grid of full-length gaussian rows, times each register
-configuration that holds the row (cold L2, CUDA events, median) and the streaming family's
-route, after checking each result exact. The routing rules in ``gvr_kernels.routing`` are read
+For every (K, n, batch) cell of a grid of full-length gaussian rows (in ``--dtype``), times each
+register configuration that holds the row (cold L2, CUDA events, median) and the streaming
+family's route, after checking each result exact. 16-bit rows try each float32 shape with half
+the vectors (the same register slots). The routing rules in ``gvr_kernels.routing`` are read
 off this table (``benchmarks/results/h200/tune_register.json``).
 """
 
@@ -45,7 +46,11 @@ def main() -> int:
     ap.add_argument("--ks", default="512,1024,2048")
     ap.add_argument("--ns", default="2048,4096,8192,16384,32768")
     ap.add_argument("--bs", default="1,8,32,128,512,2048")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     args = ap.parse_args()
+    dtype = getattr(torch, args.dtype)
+    vec = 4 if args.dtype == "float32" else 8
+    shapes = sorted({(t, v if vec == 4 else max(1, v // 2)) for t, v in SHAPES})
     kp = KernelProvider()
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -55,16 +60,21 @@ def main() -> int:
             if n <= k:
                 continue
             for b in map(int, args.bs.split(",")):
-                x = torch.randn(b, n, generator=g, device="cuda")
+                x = torch.randn(b, n, generator=g, device="cuda").to(dtype)
                 kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
                 zeros = torch.zeros(b, dtype=torch.int64, device="cuda")
                 lens = torch.full((b,), n, dtype=torch.int64, device="cuda")
-                cands = [("streaming", route_static(kp.spec, rows=b, n_env=n, k=k))]
-                for threads, vecs in SHAPES:
-                    if 4 * threads * vecs < n or 4 * threads * vecs >= 4 * n:
+                stream = route_static(
+                    kp.spec, rows=b, n_env=n, k=k, dtype=args.dtype, families=("streaming",)
+                )
+                cands = [("streaming", stream)]
+                for threads, vecs in shapes:
+                    if vec * threads * vecs < n or vec * threads * vecs >= 4 * n:
                         continue
                     for resident in (1, 2) if threads <= 512 else (1,):
-                        cfg = RegisterConfig(threads=threads, vecs=vecs, resident=resident)
+                        cfg = RegisterConfig(
+                            threads=threads, vecs=vecs, resident=resident, dtype=args.dtype
+                        )
                         r = Route(config=cfg, parts=1, grid=b, workspace_words=0, n_env=n)
                         cands.append((cfg.name, r))
                 cell = {"k": k, "n": n, "b": b}
@@ -79,7 +89,7 @@ def main() -> int:
                         cell[name] = None
                         continue
                     fn = kp.get(route.config)
-                    res = [x, kv, kp.dummy_i, out, torch.zeros((1, 1), device="cuda"),
+                    res = [x, kv, kp.dummy_i, out, torch.zeros((1, 1), device="cuda", dtype=dtype),
                            kp.workspace, kp.dummy_i, k, 1, 0, route.parts]  # fmt: skip
                     cell[name] = timed(lambda: fn(*res), flush, args.reps)
                 timed_ = {nm: v for nm, v in cell.items() if nm not in ("k", "n", "b")}

@@ -43,6 +43,33 @@ def to_device(batch):
     return arena, arena[:, : batch.width]
 
 
+def device_scores(a, dtype="float32"):
+    """A float32 numpy array of scores that are values of ``dtype`` (their exact widening) on
+    the device in that dtype, bit for bit (converted through numpy, which keeps a NaN's sign
+    and payload where torch's conversion does not)."""
+    import torch
+
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if dtype == "float32":
+        return torch.from_numpy(a).cuda()
+    if dtype == "bfloat16":
+        bits = (a.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+        return torch.from_numpy(bits.view(np.int16)).view(torch.bfloat16).cuda()
+    return torch.from_numpy(a.astype(np.float16)).cuda()
+
+
+def widened(values):
+    """Device values of any dtype as the float32 numpy widening the oracle compares with, bit
+    for bit (numpy keeps a float16 NaN's payload)."""
+    import torch
+
+    v = values.cpu()
+    if v.dtype == torch.bfloat16:
+        bits = v.view(torch.int16).numpy().view(np.uint16).astype(np.uint32) << np.uint32(16)
+        return torch.from_numpy(bits.view(np.float32))
+    return torch.from_numpy(v.numpy().astype(np.float32))
+
+
 def padded_stride(width):
     return -(-width // 4) * 4
 

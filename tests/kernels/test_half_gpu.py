@@ -1,11 +1,13 @@
-"""Device tests of the 16-bit streaming configurations (``pytest -m gpu`` on an H200):
-bfloat16 and float16 logits read in place (vectors of 8 scores, 16-bit order keys).
+"""Device tests of the 16-bit configurations (``pytest -m gpu`` on an H200): bfloat16 and
+float16 logits read in place (vectors of 8 scores, 16-bit order keys) by the routed streaming
+and register-resident configurations.
 
 Rows come from the reference workloads rounded to the dtype (``dtype=`` of
 ``gvr_reference.workloads``: the arrays hold the exact float32 widening the oracle reads), so
 every answer is checked by the CPU validator on the very scores the kernel read, and every
 recorded path is compared with the CPU model of the 16-bit key space
-(``ModelConfig(dtype=...)``). Every value family (the tie-heavy tail included: ties are far
+(``ModelConfig(dtype=...)``; the register-resident family's: ``gvr_reference.register_model``
+with ``RegisterParams.dtype``). Every value family (the tie-heavy tail included: ties are far
 more common in 16 bits), decode with ``next_n`` and ``compress_ratio``, prefill windows at
 every start modulo 8, dense rows, values in the logits dtype and the deterministic tie mode,
 single and split rows.
@@ -18,6 +20,7 @@ import numpy as np
 import pytest
 from gvr_kernels.routing import route_static
 from gvr_reference.model import ModelConfig, Path, sample_positions, simulate_row
+from gvr_reference.register_model import simulate_row as register_row
 from gvr_reference.workloads import (
     TAIL_FAMILIES,
     make_decode_batch,
@@ -40,25 +43,8 @@ def stride8(width, extra=0):
 
 def upload(batch):
     """The batch's arena in its 16-bit dtype on the device and the logits view, bit for bit
-    the scores the oracle reads (every score is a value of the dtype; converted through
-    numpy, which keeps a NaN's sign and payload where torch's conversion does not)."""
-    a = np.ascontiguousarray(batch.arena)
-    if batch.dtype == "bfloat16":
-        bits = (a.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
-        arena = torch.from_numpy(bits.view(np.int16)).view(torch.bfloat16)
-    else:
-        arena = torch.from_numpy(a.astype(np.float16))
-    return arena.cuda()[:, : batch.width]
-
-
-def widened(values):
-    """16-bit values as the float32 numpy widening the oracle compares with, bit for bit
-    (numpy keeps a float16 NaN's payload; the device conversion makes it canonical)."""
-    v = values.cpu()
-    if v.dtype == torch.bfloat16:
-        bits = v.view(torch.int16).numpy().view(np.uint16).astype(np.uint32) << np.uint32(16)
-        return torch.from_numpy(bits.view(np.float32))
-    return torch.from_numpy(v.numpy().astype(np.float32))
+    the scores the oracle reads (every score is a value of the dtype)."""
+    return helpers.device_scores(batch.arena, batch.dtype)[:, : batch.width]
 
 
 def run_and_check(kp, batch, mode, a, b, k, *, values=False, det=False, next_n=1, cr=1):
@@ -68,33 +54,38 @@ def run_and_check(kp, batch, mode, a, b, k, *, values=False, det=False, next_n=1
     out, _, paths, route = kp.launch(mode, logits, a, b, k, paths=True, next_n=next_n, cr=cr)
     helpers.check(ROWS_CHECKED, batch, out)
     cfg = route.config
-    assert cfg.family == "streaming" and cfg.dtype == batch.dtype, cfg.name
-    mcfg = ModelConfig(route.ladder, parts=route.parts, dtype=batch.dtype)
+    assert cfg.dtype == batch.dtype, cfg.name
+    if cfg.family == "register":
+        kind = "register"
+
+        def model(v, lead):
+            return register_row(v, k, cfg.params, lead=lead)
+    else:
+        assert cfg.family == "streaming", cfg.name
+        kind = "split" if route.parts > 1 else "single"
+        mcfg = ModelConfig(route.ladder, parts=route.parts, dtype=batch.dtype)
+
+        def model(v, lead):
+            return simulate_row(v, k, mcfg, lead=lead)
+
     w = batch.windows
-    want = np.array(
-        [
-            int(
-                simulate_row(
-                    batch.logits[r, int(w.starts[r]) : int(w.starts[r]) + int(w.lengths[r])],
-                    k,
-                    mcfg,
-                    lead=int(w.starts[r]) & 7,
-                ).path
-            )
-            for r in range(batch.rows)
-        ]
-    )
+    want = []
+    for r in range(batch.rows):
+        s, n = int(w.starts[r]), int(w.lengths[r])
+        want.append(int(model(batch.logits[r, s : s + n], s & 7).path))
+    want = np.array(want)
     got = paths.cpu().numpy()
     bad = got != want
     assert np.array_equal(got, want), (cfg.name, got[bad][:8], want[bad][:8])
     for code in want:
-        PATHS_SEEN[(batch.dtype, route.parts > 1, Path(int(code)))] = True
+        PATHS_SEEN[(batch.dtype, kind, Path(int(code)))] = True
     if values or det:
         out, val, _, _ = kp.launch(
             mode, logits, a, b, k, values=values, det=det, next_n=next_n, cr=cr
         )
         assert val is None or val.dtype == logits.dtype
-        helpers.check(ROWS_CHECKED, batch, out, None if val is None else widened(val), det=det)
+        v = None if val is None else helpers.widened(val)
+        helpers.check(ROWS_CHECKED, batch, out, v, det=det)
 
 
 DECODE = [
@@ -251,20 +242,23 @@ def test_forced_paths_match_the_model(kp, split, dtype):
         family="forced", dtype=dtype, kv_lens=kv,
     )  # fmt: skip
     run_and_check(kp, batch, "decode", torch.from_numpy(kv).cuda(), None, k, det=True)
-    seen = {p for (d, s, p) in PATHS_SEEN if d == dtype and s == split}
+    kind = "split" if split else "single"
+    seen = {p for (d, s, p) in PATHS_SEEN if d == dtype and s == kind}
     want = {Path.FIRST, Path.TIE, Path.RESCUE_OVERFLOW, Path.SHORT, Path.UNSAMPLED}
     assert want <= seen, seen
 
 
 def test_zz_rows_checked():
-    """Every path was taken in both dtypes; the run checked at least 5,000 rows per dtype."""
+    """Every streaming path was taken in both dtypes, and the register-resident family served
+    some rows of each; the run checked at least 5,000 rows per dtype."""
     if ROWS_CHECKED["n"] == 0:
         pytest.skip("no device tests ran")
     print(f"\nrows checked against the oracle: {ROWS_CHECKED['n']} (seed {helpers.SEED})")
     print("paths:", sorted((d, s, p.name) for d, s, p in PATHS_SEEN))
     for dtype in DTYPES:
-        for split in (False, True):
-            assert (dtype, split, Path.TIE) in PATHS_SEEN
-        assert (dtype, False, Path.RETRY) in PATHS_SEEN
-        assert (dtype, True, Path.RESCUE_UNDERESTIMATE) in PATHS_SEEN
+        for kind in ("single", "split"):
+            assert (dtype, kind, Path.TIE) in PATHS_SEEN
+        assert (dtype, "single", Path.RETRY) in PATHS_SEEN
+        assert (dtype, "split", Path.RESCUE_UNDERESTIMATE) in PATHS_SEEN
+        assert any(d == dtype and s == "register" for d, s, _ in PATHS_SEEN)
     assert ROWS_CHECKED["n"] >= 10000

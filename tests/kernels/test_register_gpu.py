@@ -3,7 +3,9 @@
 Every result is checked by the CPU validator of ``gvr_reference`` on fresh random rows (seed
 printed; replay with ``GVR_TEST_SEED``), with ``+3e38`` poison beyond every valid length, for
 each configuration of :data:`CONFIGS` forced directly (not through the router), and the path
-every row took is compared with the CPU model (``gvr_reference.register_model``).
+every row took is compared with the CPU model (``gvr_reference.register_model``). The 16-bit
+configurations (bfloat16, float16: eight scores a vector) take the forced paths and the
+bracket tests here; ``test_half_gpu.py`` runs them on every value family through the router.
 """
 
 from __future__ import annotations
@@ -25,6 +27,17 @@ torch = pytest.importorskip("torch")
 ROWS_CHECKED = {"n": 0}
 #: (threads, vecs): every shape the router uses and the extremes of the family.
 SHAPES = [(256, 1), (512, 2), (512, 4), (1024, 4), (512, 8), (1024, 8)]
+#: The 16-bit formats and the shapes the router gives them (half the float32 vectors).
+DTYPES16 = ("bfloat16", "float16")
+SHAPES16 = [(512, 1), (512, 2), (1024, 2), (1024, 4)]
+#: A random-stream salt per logits format.
+SALT = {"float32": 0, "bfloat16": 1, "float16": 2}
+#: (shape, dtype) of the forced-path test.
+FORCED = [((512, 4), "float32"), ((1024, 8), "float32")] + [
+    (s, d) for d in DTYPES16 for s in ((512, 2), (1024, 4))
+]
+#: (shape, dtype) of the bracket tests.
+BRACKET_CASES = [(s, "float32") for s in SHAPES] + [(s, d) for d in DTYPES16 for s in SHAPES16]
 
 
 def config(threads, vecs, **kw):
@@ -150,32 +163,31 @@ def test_prefill_windows_and_full_rows(kp, shape):
         check(dense, out)
 
 
-@pytest.mark.parametrize("shape", [(512, 4), (1024, 8)], ids=str)
-def test_forced_paths_match_the_model(kp, shape):
-    """Rows built to reach every path; the kernel's recorded path equals the CPU model's and
-    every answer is exact. A +inf score makes the bracket refuse a row (the sampled paths)."""
+def forced_rows(g, threads, vecs, dtype, k):
+    """Rows built to reach every path of a ``threads x vecs`` configuration of ``dtype`` with
+    a staging of 2048 (float32 scores that are values of the format): ``(x, kv, params)``.
+    A +inf score makes the bracket refuse a row (the sampled paths)."""
+    from gvr_reference.keys import key_format, round_to_format
     from gvr_reference.register_model import RegisterParams, register_plan
 
-    threads, vecs = shape
-    cap = 4 * threads * vecs
-    k = 512
-    params = RegisterParams(threads, vecs, capacity=2048)
+    params = RegisterParams(threads, vecs, capacity=2048, dtype=dtype)
+    cap = params.max_n
     kinds = 12
     b = 8 * kinds
     width = cap + 64
-    g = rng(6, *shape)
     x = g.standard_normal((b, width)).astype(np.float32)
     kv = np.full(b, cap, np.int32)
-    top = np.float32(6.0)
     for r in range(b):
         kind = r % kinds
         n = int(kv[r])
         pos = sample_positions(n, 0, params)
         j1 = register_plan(n, k, int(pos.size), params.aim_mult).j1
-        if kind == 0 and r % 2:  # k well-spread keys first: the crossing bin is taken whole
-            x[r, :k] = 100.0 + np.arange(k, dtype=np.float32)
+        if kind == 0 and (r // kinds) % 2:  # k spread keys first, the K-th far below the
+            # others: the crossing bin holds it alone and is taken whole
+            x[r, :k] = 2.0 ** (8 + np.arange(k) / 64)
+            x[r, 0] = 100.0
         elif kind == 1:  # the top sample ranks are huge: the rung is above the K-th key
-            x[r, pos[:j1]] = 1000.0 + np.arange(j1, dtype=np.float32)
+            x[r, pos[:j1]] = 2.0 ** (10 + np.arange(j1) / 64)
             x[r, 3] = np.inf
         elif kind == 2:  # short rows
             kv[r] = [k - 1, k, 0][r % 3]
@@ -187,27 +199,38 @@ def test_forced_paths_match_the_model(kp, shape):
             kv[r] = width - r % 4
         elif kind == 5:  # more keys above the rung than the staging, unseen by the sample
             off = np.setdiff1d(np.arange(n), pos)[:3000]
-            x[r, off] = 50.0 + np.arange(off.size, dtype=np.float32) / 64
+            x[r, off] = 2.0 ** (6 + np.arange(off.size) / 512)
             x[r, 3] = np.inf
         elif kind == 6:  # a crowded tie class at the rung: the keys above it, then ties
             x[r, g.random(width) < 0.3] = 2.5
         elif kind == 7:  # the same crowd with more keys above it than the staging
             x[r, g.random(width) < 0.3] = 2.5
             free = np.setdiff1d(np.flatnonzero(x[r, :n] != 2.5), pos)[:3000]
-            x[r, free] = 9.0 + np.arange(free.size, dtype=np.float32) / 64
+            x[r, free] = 2.0 ** (4 + np.arange(free.size) / 512)
         elif kind in (8, 9):  # a tie class at the top, unseen by the sample, on half the
             # threads (the others' maxima keep the bracket's low end below it): narrowed from
             # the staging, or (more of them than it holds) from the registers
-            half = np.flatnonzero((np.arange(n) // 4) % threads < threads // 2)
-            x[r, np.setdiff1d(half, pos)[: 600 if kind == 8 else 3000]] = top
+            half = np.flatnonzero((np.arange(n) // params.vec) % threads < threads // 2)
+            x[r, np.setdiff1d(half, pos)[: 600 if kind == 8 else 3000]] = 6.0
         elif kind == 10:  # the sampled first rung
             x[r, 3] = np.inf
         elif kind == 11:  # ties inside the crossing bin
             x[r] = np.round(x[r] * 64) / 64
+    return round_to_format(x, key_format(dtype)), kv, params
+
+
+@pytest.mark.parametrize("case", FORCED, ids=[f"t{t}v{v}-{d}" for (t, v), d in FORCED])
+def test_forced_paths_match_the_model(kp, case):
+    """Rows built to reach every path (:func:`forced_rows`); the kernel's recorded path equals
+    the CPU model's and every answer is exact."""
+    (threads, vecs), dtype = case
+    k = 512
+    x, kv, params = forced_rows(rng(6, threads, vecs, SALT[dtype]), threads, vecs, dtype, k)
+    b = x.shape[0]
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(b)])
-    logits = torch.from_numpy(x).cuda()
-    cfg = config(threads, vecs, capacity=2048)
+    logits = helpers.device_scores(x, dtype)
+    cfg = config(threads, vecs, capacity=2048, dtype=dtype)
     out, _, paths, _ = launch(
         kp, cfg, "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True
     )
@@ -229,34 +252,41 @@ def test_forced_paths_match_the_model(kp, shape):
     assert expected <= {Path(int(v)) for v in want}
     crowded = [simulate_row(x[r, : kv[r]], k, params).crowded for r in range(b)]
     assert any(c and w == Path.RESCUE_OVERFLOW for c, w in zip(crowded, want, strict=True))
-    report = validate.check_topk(x, windows, k, out.cpu().numpy())
+    report = validate.check_topk(x, windows, k, out.cpu().numpy(), None, dtype)
     assert report.ok, report.summary()
     ROWS_CHECKED["n"] += b
 
 
 @pytest.mark.parametrize("det", [False, True])
-@pytest.mark.parametrize("shape", SHAPES, ids=[f"t{t}v{v}" for t, v in SHAPES])
-def test_bracket_ties_values_and_paths(kp, shape, det):
+@pytest.mark.parametrize(
+    "case", BRACKET_CASES, ids=[f"t{t}v{v}-{d}" for (t, v), d in BRACKET_CASES]
+)
+def test_bracket_ties_values_and_paths(kp, case, det):
     """Rows on a grid of 1/64 (ties in and around the crossing bin, too few per key for the
     crowd test), gaussian rows and prefill windows: values and both tie modes exact, and the
     recorded paths equal to the model's."""
-    threads, vecs = shape
-    cap = 4 * threads * vecs
-    params = config(threads, vecs).params
+    from gvr_reference.keys import key_format, round_to_format
+
+    (threads, vecs), dtype = case
+    cfg = config(threads, vecs, dtype=dtype)
+    cap = cfg.max_n
+    params = cfg.params
     for k in (512, 2048):
         if k >= cap:
             continue
-        g = rng(8, k, det, *shape)
+        g = rng(8, k, det, threads, vecs, SALT[dtype])
         b = 64
         x = g.standard_normal((b, cap)).astype(np.float32)
         x[::2] = np.round(x[::2] * 64) / 64
+        x = round_to_format(x, key_format(dtype))
         kv = g.integers(k + 1, cap + 1, b).astype(np.int32)
-        logits = torch.from_numpy(x).cuda()
+        logits = helpers.device_scores(x, dtype)
         kvd = torch.from_numpy(kv).cuda()
-        cfg = config(threads, vecs)
         out, val, _, _ = launch(kp, cfg, "decode", logits, kvd, None, k, values=True, det=det)
+        assert val.dtype == logits.dtype
         windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
-        rep = validate.check_topk(x, windows, k, out.cpu().numpy(), val.cpu().numpy())
+        vals = helpers.widened(val).numpy()
+        rep = validate.check_topk(x, windows, k, out.cpu().numpy(), vals, dtype)
         assert rep.ok, rep.summary()
         if det:
             want = topk_windows(x, windows, k, deterministic=True)

@@ -133,12 +133,23 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
         many = c.threads == 512 and not (c.mode == "prefill" and c.with_values and c.deterministic)
         assert c.unroll == (4 if c.dtype == "float32" or many else 2), c.name
     assert all(c.prefetch == 0 for c in streaming)  # measured neutral or worse (tune_bandwidth)
-    assert all(c.dtype == "float32" for c in cfgs if c.family == "register")
+    assert all(c.dtype == "float32" for c in cfgs if c.family == "cluster")
+    assert {c.dtype for c in cfgs if c.family == "register"} == {"float32", "bfloat16", "float16"}
     assert {c.threads for c in cfgs} == {512, 1024}
     assert any(c.split for c in cfgs) and any(not c.split for c in cfgs)
     cluster = {(c.cluster, c.threads, c.vecs) for c in cfgs if c.family == "cluster"}
     assert cluster == {(4, 512, 4), (8, 512, 4), (4, 1024, 4), (8, 1024, 4), (16, 512, 4)}
-    register = {(c.threads, c.vecs, c.resident) for c in cfgs if c.family == "register"}
+    register = {
+        (c.threads, c.vecs, c.resident)
+        for c in cfgs
+        if c.family == "register" and c.dtype == "float32"
+    }
+    half = {
+        (c.threads, c.vecs, c.resident)
+        for c in cfgs
+        if c.family == "register" and c.dtype != "float32"
+    }
+    assert half == {(t, max(1, v // 2), r) for t, v, r in register}
     assert register == {
         (512, 1, 1),
         (512, 2, 1),
@@ -235,21 +246,49 @@ def test_cluster_family_where_it_is_measured_faster():
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_16bit_logits_stream_on_16bit_configurations(dtype):
-    """16-bit launches take the streaming cores of float32 (same CTA shapes, split and
-    grid), with 16-bit keys and vectors of 8 scores, at every envelope: the register-resident
-    family reads float32 only."""
+def test_16bit_logits_route_like_float32(dtype):
+    """16-bit launches take the float32 route's family and CTA shape, with 16-bit keys and
+    vectors of 8 scores: the register-resident family with half the vectors (the same
+    register slots), the streaming cores with the same split and grid; the cluster family
+    reads float32 only, so its envelopes take the register family's wide shape or stream."""
     s = H200.sm_count
-    shapes = ((1, 100), (1, 4096), (4 * s, 16384), (8, 65536), (1, 262144), (512, 1 << 18))
+    shapes = (
+        (1, 100), (1, 4096), (512, 4096), (4 * s, 16384), (1, 16384), (8, 32768), (8, 65536),
+        (1, 262144), (512, 1 << 18),
+    )  # fmt: skip
+    seen = set()
     for rows, n_env in shapes:
-        a = route_static(H200, rows=rows, n_env=n_env, k=512, dtype=dtype)
-        assert a.family == "streaming" and a.config.dtype == dtype
-        assert a.config.key_format.vec == 8 and a.config.ladder.vec == 8
-        if rows > 1 or n_env > REGISTER_WIDE_N:
-            b = route_static(H200, rows=rows, n_env=n_env, k=512)
-            if b.family == "streaming":
-                assert (a.parts, a.grid, a.config.threads) == (b.parts, b.grid, b.config.threads)
-                assert a.workspace_words == b.workspace_words
+        for mode, values in (("decode", False), ("prefill", True), ("full", False)):
+            a = route_static(H200, rows=rows, n_env=n_env, k=512, dtype=dtype, mode=mode,
+                             with_values=values)  # fmt: skip
+            b = route_static(H200, rows=rows, n_env=n_env, k=512, mode=mode, with_values=values)
+            assert a.config.dtype == dtype and a.config.key_format.vec == 8
+            seen.add(a.family)
+            if b.family == "register":
+                assert a.family == "register"
+                assert (a.config.threads, a.config.resident) == (
+                    b.config.threads,
+                    b.config.resident,
+                )
+                assert a.config.vecs == max(1, b.config.vecs // 2)
+                assert a.config.max_n >= b.config.max_n
+                # no bracket where the float32 core takes it only for being lean at 64
+                # registers (the 16-bit bracket code spills there)
+                assert a.config.bracket <= b.config.bracket
+            elif b.family == "cluster":
+                # the register family where its wide shape holds the row, else streaming
+                assert a.family in ("register", "streaming")
+                assert a.family == "streaming" or a.config.max_n >= n_env
+            else:
+                assert a.family == "streaming" and a.config.ladder.vec == 8
+                if b.family == "streaming":
+                    assert (a.parts, a.grid, a.config.threads) == (
+                        b.parts,
+                        b.grid,
+                        b.config.threads,
+                    )
+                    assert a.workspace_words == b.workspace_words
+    assert seen == {"register", "streaming"}
 
 
 def test_max_workspace_words_covers_every_split_route():

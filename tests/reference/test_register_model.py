@@ -35,25 +35,56 @@ from hypothesis import strategies as st
 @given(
     threads=st.sampled_from([256, 512, 1024]),
     vecs=st.integers(1, 8),
-    lead=st.integers(0, 3),
+    dtype=st.sampled_from(["float32", "bfloat16", "float16"]),
     data=st.data(),
 )
-def test_sample_positions_are_the_valid_slots(threads, vecs, lead, data):
-    p = RegisterParams(threads, vecs)
+def test_sample_positions_are_the_valid_slots(threads, vecs, dtype, data):
+    p = RegisterParams(threads, vecs, dtype=dtype)
+    vec = 4 if dtype == "float32" else 8
+    assert p.vec == vec and p.max_n == vec * threads * vecs
+    lead = data.draw(st.integers(0, vec - 1))
     n = data.draw(st.integers(1, p.max_n))
     pos = sample_positions(n, lead, p)
     assert ((pos >= 0) & (pos < n)).all()
     assert np.unique(pos).size == pos.size
-    # Brute force: thread t's slot (t % vecs, (t // vecs) % 4), kept when its whole vector
+    # Brute force: thread t's slot (t % vecs, (t // vecs) % vec), kept when its whole vector
     # lies inside the window and its lane is not before the window start.
-    nvec = (lead + n) >> 2
+    nvec = (lead + n) // vec
     want = []
     for t in range(threads):
         v = t + (t % vecs) * threads
-        q = (t // vecs) % 4
-        if v < nvec and 4 * v + q - lead >= 0:
-            want.append(4 * v + q - lead)
+        q = (t // vecs) % vec
+        if v < nvec and vec * v + q - lead >= 0:
+            want.append(vec * v + q - lead)
     assert pos.tolist() == want
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16bit_rows_bracket_their_widening_and_sample_in_16bit_keys(dtype):
+    """A 16-bit row's bracket path is the float32 bracket of its exact widening (the layout
+    of eight scores a vector); the rows the bracket refuses take the rung in the 16-bit key
+    space, whose selection is exact."""
+    from gvr_reference.keys import format_keys, key_format, round_to_format
+    from gvr_reference.model import rung_with_ties
+
+    fmt = key_format(dtype)
+    p = RegisterParams(512, 2, capacity=2048, dtype=dtype)
+    g = np.random.default_rng(11)
+    x = round_to_format(g.standard_normal(p.max_n - 5).astype(np.float32), fmt)
+    k = 512
+    t = simulate_row(x, k, p, lead=5)
+    keys = order_key(x)
+    assert t.path in (Path.BRACKET, Path.BRACKET_RANK, Path.BRACKET_NARROW)
+    assert t.t1 == bracket_low(keys, k, 5, p)
+    x[7] = np.inf  # the bracket refuses the row: the sampled path, in 16-bit keys
+    t = simulate_row(x, k, p, lead=5)
+    assert t.path in (Path.FIRST, Path.TIE, Path.RESCUE_OVERFLOW, Path.RESCUE_UNDERESTIMATE)
+    pos = sample_positions(x.size, 5, p)
+    j1 = register_plan(x.size, k, pos.size, p.aim_mult).j1
+    k16 = format_keys(x, fmt)
+    assert (t.t1, t.sample_size) == (rung_with_ties(k16[pos], j1, 1, fmt.key_max)[0], pos.size)
+    assert 0 < t.t1 <= fmt.key_max
+    assert t.count1 == int((k16 >= t.t1).sum()) - (int((k16 == t.t1).sum()) if t.crowded else 0)
 
 
 def test_sample_spans_the_row():

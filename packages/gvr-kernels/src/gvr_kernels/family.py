@@ -44,14 +44,15 @@ class Family:
         can_implement: ``can_implement(config, spec) -> bool``: whether the configuration fits
             a device (:class:`~gvr_kernels.spec.DeviceSpec`); default :func:`fits_device`.
         fake_args: ``fake_args(config) -> tuple``: the arguments ``cute.compile`` traces the
-            kernel with (default: the common ABI's :func:`~gvr_kernels.abi.fake_kernel_args`).
+            kernel with (default: the common ABI's :func:`~gvr_kernels.abi.fake_kernel_args`
+            for the configuration's logits ``dtype``).
     """
 
     name: str
     config_type: type
     kernel: str
     can_implement: Callable = fits_device
-    fake_args: Callable = field(default=lambda config: fake_kernel_args())
+    fake_args: Callable = field(default=lambda config: fake_kernel_args(config.dtype))
 
     @property
     def kernel_module(self) -> str:

@@ -63,7 +63,9 @@ and deterministic ties keep two, four spill there) and two on the 1024-thread co
 or faster at b <= 128). The bulk L2 prefetch (``prefetch``) measured neutral or slower for
 every format and shape once the hot loop was one compare per score; no route uses it (H200,
 raw kernel times in ``benchmarks/results/h200/tune_bandwidth.log``). The register-resident
-family reads float32 only, so 16-bit launches always stream.
+family serves 16-bit envelopes by the float32 rules, on the same CTA shapes with half the
+vectors (the same register slots: eight scores a vector); the cluster-register family reads
+float32 only, so 16-bit envelopes above the register family's stream.
 """
 
 from __future__ import annotations
@@ -179,6 +181,7 @@ def _register_core(
     mode: str,
     with_values: bool,
     deterministic: bool,
+    dtype: str = "float32",
 ):
     """The register-resident core for a launch, or None where the streaming family is faster
     or the row does not fit.
@@ -195,14 +198,20 @@ def _register_core(
     except where its code spills (the compile audit): at four vectors a thread and 64
     registers (1024 x 4, or 512 x 4 at two CTAs per SM) only decode rows without values
     take it.
+
+    16-bit logits take the float32 shape with half the vectors (the same register slots, eight
+    scores a vector); there the bracket code at 64 registers spills even for decode rows
+    without values (the compile audit), so those shapes keep the sampled path.
     """
     reg = _register_shape(spec, rows, n_env, mode, with_values, deterministic)
     if reg is None:
         return None
-    fits = (
-        reg.vecs <= 2 or reg.threads * reg.resident <= 512 or (mode == "decode" and not with_values)
-    )
-    return replace(reg, bracket=reg.vecs <= BRACKET_MAX_VECS and 4 * k <= n_env and fits)
+    lean = mode == "decode" and not with_values and dtype == "float32"
+    fits = reg.vecs <= 2 or reg.threads * reg.resident <= 512 or lean
+    reg = replace(reg, bracket=reg.vecs <= BRACKET_MAX_VECS and 4 * k <= n_env and fits)
+    if dtype != "float32":
+        reg = replace(reg, dtype=dtype, vecs=max(1, reg.vecs // 2))
+    return reg
 
 
 def _register_shape(
@@ -367,8 +376,8 @@ def route_static(
         return Route(
             config=config, parts=1, grid=rows * clu.cluster, workspace_words=0, n_env=n_env
         )
-    if dtype == "float32" and "register" in families:
-        reg = _register_core(spec, rows, n_env, k, mode, with_values, deterministic)
+    if "register" in families:
+        reg = _register_core(spec, rows, n_env, k, mode, with_values, deterministic, dtype)
     if reg is not None and reg.smem_bytes * reg.resident <= spec.smem_per_sm:
         config = replace(reg, mode=mode, with_values=with_values, deterministic=deterministic)
         return Route(config=config, parts=1, grid=rows, workspace_words=0, n_env=n_env)

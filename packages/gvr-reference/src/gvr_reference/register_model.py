@@ -1,7 +1,8 @@
 """The register-resident GVR kernel family: its per-row plan and a CPU model of its decisions.
 
 A register-resident kernel holds a whole row in the registers of one CTA (``threads`` threads,
-``vecs`` 16-byte vectors each, plus up to three tail scores on warp 0), so it reads the row
+``vecs`` 16-byte vectors each, plus up to ``vec - 1`` tail scores on warp 0; ``vec`` = 4
+float32 or 8 bfloat16 / float16 scores per vector), so it reads the row
 exactly once. Per row:
 
 1. **Bracket.** ``lo`` is the smallest key among window positions ``[0, k)`` (so at least
@@ -36,9 +37,9 @@ exactly once. Per row:
    path:
 
    a. **Sample.** Every thread contributes one of its own scores, from slot ``(j, q)`` with
-      ``j = t % vecs`` and ``q = (t // vecs) % 4`` (vector ``t + j * threads``): a sample
+      ``j = t % vecs`` and ``q = (t // vecs) % vec`` (vector ``t + j * threads``): a sample
       spread over the whole row at no memory cost. Slots outside the window do not count.
-   b. **Rung.** Radix narrowing over the valid sample keys (range ``[1, KEY_MAX]``) finds
+   b. **Rung.** Radix narrowing over the valid sample keys (range ``[1, key_max]``) finds
       ``T`` with ``j1 <= #(sample >= T) <= 2 j1``, ``j1 = aim * s / n`` (``s`` valid sample
       keys, ``aim = aim_mult * k``). Rows with ``n <= 2 aim`` skip it (``T = 1``).
    c. **Stage.** The keys ``>= T`` (and their positions) go to a shared-memory staging
@@ -63,6 +64,14 @@ selection walks). A row longer than the registers hold (only when the caller's e
 below the row) takes the exact whole-row radix selection of the streaming family, reading
 from global memory (``WHOLE_ROW``).
 
+**16-bit scores** (bfloat16, float16) are held as their raw bits, eight per 16-byte vector.
+Widening them to float32 is exact and keeps the order, so steps 1-2 run on the widened
+scores with the float32 formulas above (keys, bracket, bins: the bracket path of a 16-bit row
+is the float32 bracket path of its widening), while step 3 and every radix selection work in
+the format's own key space (``gvr_reference.keys.format_keys``, ``key_max = 0xFFFF``: two
+radix levels decide any key). The staged keys of a crossing bin are 16-bit keys too; its size
+alone decides the bracket path.
+
 :func:`register_plan` is the integer formula shared by the kernel (traced with the device
 ``ops``) and :func:`simulate_row`; the paths are :class:`gvr_reference.model.Path` codes.
 Source of the bracket's ends (the minimum of the first ``k`` scores and the row maximum): the
@@ -78,7 +87,7 @@ from typing import Any
 
 import numpy as np
 
-from .keys import key_to_float, order_key
+from .keys import format_keys, key_format, key_to_float, order_key
 from .ladder import PY_OPS
 from .model import Path, RowTrace, crowded_rung, rung_with_ties
 
@@ -212,6 +221,9 @@ class RegisterParams:
         aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
         capacity: staging entries for the keys at or above the rung.
         bracket: rows take the bracket path where it applies (False: always sampled).
+        dtype: the logits format (``gvr_reference.keys.KEY_FORMATS``): a 16-byte vector holds
+            ``vec`` scores (4 float32, 8 bfloat16 / float16). The bracket works on the exact
+            float32 widening of the scores, the sampled path in the format's own key space.
     """
 
     threads: int
@@ -219,6 +231,7 @@ class RegisterParams:
     aim_mult: int = 2
     capacity: int = 8192
     bracket: bool = True
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.threads < 32 or self.threads % 32:
@@ -229,12 +242,24 @@ class RegisterParams:
             raise ValueError(f"aim_mult must be >= 1, got {self.aim_mult}")
         if self.capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
+        key_format(self.dtype)
+
+    @property
+    def vec(self) -> int:
+        """Scores per 16-byte vector."""
+        return key_format(self.dtype).vec
+
+    def whole_vectors(self, n: int, lead: int) -> int:
+        """Whole 16-byte vectors of a window of ``n`` scores starting ``lead`` lanes into its
+        first vector (``lead < vec``)."""
+        return (lead + n) // self.vec
 
     @property
     def max_n(self) -> int:
-        """Longest row the CTA holds at any window misalignment: ``(lead + n) >> 2`` whole
-        vectors fit the ``threads * vecs`` held, and the 0-3 scores after them are the tail."""
-        return 4 * self.threads * self.vecs
+        """Longest row the CTA holds at any window misalignment: ``(lead + n) // vec`` whole
+        vectors fit the ``threads * vecs`` held, and the ``< vec`` scores after them are the
+        tail."""
+        return self.vec * self.threads * self.vecs
 
 
 @dataclass(frozen=True)
@@ -271,16 +296,17 @@ def bracket_low(keys: np.ndarray, k: int, lead: int, p: RegisterParams) -> int:
     at least ``k`` threads hold a score (``min(threads, whole vectors) >= k``)."""
     n = keys.shape[0]
     lo = int(keys[:k].min())
-    nvec = (lead + n) >> 2
+    nvec = p.whole_vectors(n, lead)
     if min(p.threads, nvec) < k:
         return lo
+    vec = p.vec
     t = np.arange(p.threads, dtype=np.int64)[:, None]
-    slot = np.arange(4 * p.vecs, dtype=np.int64)[None, :]
-    v = t + (slot // 4) * p.threads
-    pos = 4 * v + slot % 4 - lead
+    slot = np.arange(vec * p.vecs, dtype=np.int64)[None, :]
+    v = t + (slot // vec) * p.threads
+    pos = vec * v + slot % vec - lead
     valid = (v < nvec) & (pos >= 0)
     tk = np.where(valid, keys[np.where(valid, pos, 0)], 0).astype(np.int64)
-    tail = nvec * 4 - lead + np.arange(p.threads)
+    tail = nvec * vec - lead + np.arange(p.threads)
     has_tail = (np.arange(p.threads) < 32) & (tail < n)
     tk = np.concatenate([tk, np.where(has_tail, keys[np.where(has_tail, tail, 0)], 0)[:, None]], 1)
     tmax = tk.max(axis=1)[: min(p.threads, nvec)]
@@ -293,8 +319,8 @@ def thread_sample(keys: np.ndarray, lead: int, p: RegisterParams) -> np.ndarray:
     n = keys.shape[0]
     t = np.arange(p.threads, dtype=np.int64)
     v = t + (t % p.vecs) * p.threads
-    pos = 4 * v + (t // p.vecs) % 4 - lead
-    valid = (v < (lead + n) >> 2) & (pos >= 0)
+    pos = p.vec * v + (t // p.vecs) % p.vec - lead
+    valid = (v < p.whole_vectors(n, lead)) & (pos >= 0)
     return np.where(valid, keys[np.where(valid, pos, 0)], 0).astype(np.uint32)
 
 
@@ -313,21 +339,21 @@ def sample_positions(n: int, lead: int, p: RegisterParams) -> np.ndarray:
     """Window positions of the valid sample slots, in thread order."""
     t = np.arange(p.threads, dtype=np.int64)
     j = t % p.vecs
-    q = (t // p.vecs) % 4
+    q = (t // p.vecs) % p.vec
     v = t + j * p.threads
-    pos = 4 * v + q - lead
-    nvec = (lead + n) >> 2
-    return pos[(v < nvec) & (pos >= 0)]
+    pos = p.vec * v + q - lead
+    return pos[(v < p.whole_vectors(n, lead)) & (pos >= 0)]
 
 
 def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -> RowTrace:
     """Predict the register-resident kernel's path for one row.
 
     Args:
-        values: float32 ``[n]``, the row's valid window (``n <= p.max_n``).
+        values: float32 ``[n]``, the row's valid window (``n <= p.max_n``); for a 16-bit
+            ``p.dtype``, scores that are values of that format (their exact widening).
         k: top-K size.
         p: the configuration.
-        lead: window start modulo 4 (prefill rows); decode rows use 0.
+        lead: window start modulo ``p.vec`` (prefill rows); decode rows use 0.
 
     Returns:
         The :class:`gvr_reference.model.RowTrace`. Bracket paths: ``t1`` is the bracket's
@@ -336,12 +362,14 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
     n = int(values.shape[0])
     if n <= k:
         return RowTrace(Path.SHORT, n)
-    if not 1 <= (lead + n) >> 2 <= p.threads * p.vecs:
+    if not 1 <= p.whole_vectors(n, lead) <= p.threads * p.vecs:
         # Longer than the registers hold (an envelope below the row), or no whole vector (a
-        # row of at most 3 scores past the window start): exact radix selection over the row
-        # read from global memory.
+        # row of fewer than ``vec`` scores past the window start): exact radix selection over
+        # the row read from global memory.
         return RowTrace(Path.WHOLE_ROW, n)
-    keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    # The bracket reads the float32 widening (exact, order-preserving): float32 keys.
+    keys = order_key(values)
     br = bracket(bracket_low(keys, k, lead, p), int(keys.max())) if p.bracket else None
     if br is not None and not crowded_sample(thread_sample(keys, lead, p)):
         return bracket_trace(keys, br, k, p.capacity)
@@ -349,7 +377,8 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
     plan = register_plan(n, k, int(pos.size), p.aim_mult)
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=1, count1=n)
-    return sampled_trace(keys, pos, k, plan.j1, p.capacity)
+    fmt = key_format(p.dtype)
+    return sampled_trace(format_keys(values, fmt), pos, k, plan.j1, p.capacity, fmt.key_max)
 
 
 def bracket_trace(keys: np.ndarray, br: Bracket, k: int, capacity: int) -> RowTrace:
@@ -372,13 +401,16 @@ def bracket_trace(keys: np.ndarray, br: Bracket, k: int, capacity: int) -> RowTr
     return RowTrace(path, keys.shape[0], t1=br.lo, count1=m)
 
 
-def sampled_trace(keys: np.ndarray, pos: np.ndarray, k: int, j1: int, capacity: int) -> RowTrace:
-    """The path of a sampled row (steps 3b-3e) from its window keys (uint32 ``[n]``), the
-    valid sample positions and the rung's sample rank: the rung, the keys staged at or above
-    it (above it on a crowded rung, whose ties are counted), and the path the counts give.
-    Shared with the cluster-register family's model (``gvr_reference.cluster_model``)."""
-    t1, _, ties = rung_with_ties(keys[pos], j1, lo=1)
-    crowded = crowded_rung(t1, ties)
+def sampled_trace(
+    keys: np.ndarray, pos: np.ndarray, k: int, j1: int, capacity: int, key_max: int = 0xFFFFFFFF
+) -> RowTrace:
+    """The path of a sampled row (steps 3b-3e) from its window keys (uint32 ``[n]``, in a key
+    space whose largest key is ``key_max``: ``0xFFFF`` for 16-bit scores), the valid sample
+    positions and the rung's sample rank: the rung, the keys staged at or above it (above it
+    on a crowded rung, whose ties are counted), and the path the counts give. Shared with the
+    cluster-register family's model (``gvr_reference.cluster_model``)."""
+    t1, _, ties = rung_with_ties(keys[pos], j1, lo=1, hi=key_max)
+    crowded = crowded_rung(t1, ties, key_max)
     eq1 = int(np.count_nonzero(keys == t1)) if crowded else 0
     count1 = int(np.count_nonzero(keys > t1 if crowded else keys >= t1))
     if count1 > capacity:
@@ -397,11 +429,12 @@ def sampled_trace(keys: np.ndarray, pos: np.ndarray, k: int, j1: int, capacity: 
 
 def trace_windows(simulate, logits, starts, lengths, k: int, p) -> list[RowTrace]:
     """``simulate(row, k, p, lead=...)`` for every row window of a batch (windows as in
-    ``gvr_reference.model``; ``lead`` is the start modulo 4)."""
+    ``gvr_reference.model``; ``lead`` is the start modulo ``p.vec``, 4 where ``p`` has none)."""
+    vec = getattr(p, "vec", 4)
     traces = []
     for r in range(logits.shape[0]):
         s, n = int(starts[r]), int(lengths[r])
-        traces.append(simulate(logits[r, s : s + n], k, p, lead=s & 3))
+        traces.append(simulate(logits[r, s : s + n], k, p, lead=s % vec))
     return traces
 
 

@@ -336,7 +336,7 @@ class ClusterTopK:
             sh,
             Int32(_LEADER),
             Ctl.CNT,
-            [(key, regs.pos(i, self.cfg.threads), key >= lo) for i, key in enumerate(regs.keys)],
+            [(key, regs.pos(i, self.cfg), key >= lo) for i, key in enumerate(regs.keys)],
         )
         keys = regs.keys
         if crowded == 1:
@@ -423,7 +423,7 @@ class ClusterTopK:
         first = Uint32(POS_INF_BITS)
         for i in cutlass.range_constexpr(len(bits)):
             if const_expr(may_lead(cfg, i)):
-                pos = regs.pos(i, threads)
+                pos = regs.pos(i, cfg)
                 mine = (pos >= 0) & (pos < k)
                 if const_expr(i == len(bits) - 1):
                     mine = mine & tail_ok
@@ -695,7 +695,7 @@ class ClusterTopK:
                     for i in cutlass.range_constexpr(nk):
                         if ((eq[i // 32] >> Uint32(i % 32)) & Uint32(1)) != Uint32(0):
                             key = order_key(bits[i])
-                            pos = regs.pos(i, threads)
+                            pos = regs.pos(i, cfg)
                             store_async(sh.stage_bits.iterator + slot, _LEADER, gather, [key])
                             store_async(sh.stage_idx.iterator + slot, _LEADER, gather, [pos])
                             slot = slot + 1

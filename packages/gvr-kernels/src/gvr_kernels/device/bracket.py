@@ -23,7 +23,7 @@ from cutlass.cutlass_dsl import T, dsl_user_op
 from gvr_reference.register_model import KEY_FLT_MAX, KEY_NEG_FLT_MAX
 
 from . import warp
-from .keys import KEY_MAX
+from .keys import F32, KEY_MAX, key_bits, widen_bits
 from .layout import Ctl, Goal, Rank, Source
 from .memory import store_u32_if
 from .ops import umax, umin
@@ -33,7 +33,6 @@ from .shared import ctl_u32
 __all__ = [
     "NEG_INF_BITS",
     "POS_INF_BITS",
-    "key_bits",
     "fmax_nan",
     "fmin",
     "bracket_setup",
@@ -53,12 +52,6 @@ POS_INF_BITS = 0x7F800000
 
 def _f32_bits(x: float) -> int:
     return struct.unpack("<I", struct.pack("<f", x))[0]
-
-
-@cute.jit
-def key_bits(key: Uint32) -> Uint32:
-    """The float32 bits of a canonical order key (``gvr_reference.keys.key_to_float``)."""
-    return key ^ (Uint32(0x80000000) | ((key >> Uint32(31)) - Uint32(1)))
 
 
 @dsl_user_op
@@ -198,20 +191,24 @@ def find_crossing_cta(
 
 
 def may_lead(cfg, i: int) -> bool:
-    """Whether register slot ``i`` of a thread holding ``cfg.vecs`` vectors in a CTA of
-    ``cfg.threads`` (a trace-time index) can hold a window position below the largest K (the
-    first-k minimum reads only those): the tail slot, and the vector slots whose smallest
-    position ``4 * (j * threads) - 3`` is below ``max_k``."""
-    if i == 4 * cfg.vecs:
+    """Whether register slot ``i`` of a thread holding ``cfg.vecs`` vectors of ``vec`` scores
+    in a CTA of ``cfg.threads`` (a trace-time index) can hold a window position below the
+    largest K (the first-k minimum reads only those): the tail slot, and the vector slots
+    whose smallest position ``vec * (j * threads) - (vec - 1)`` is below ``max_k``."""
+    vec = cfg.key_format.vec
+    if i == vec * cfg.vecs:
         return True
-    return (i // 4) * 4 * cfg.threads < cfg.max_k + 3
+    return (i // vec) * vec * cfg.threads < cfg.max_k + vec - 1
 
 
 @cute.jit
-def bin_masks(bits, vlo: Uint32, scale: Uint32, cb: Int32, bins: cutlass.Constexpr):
-    """The held scores (float32 ``bits``) of bins above the crossing bin ``cb`` and in it, as
-    lists of 32-bit masks (bit ``i % 32`` of word ``i // 32`` for slot ``i``), and their
-    counts: ``(gt, eq, n_gt, n_eq)``."""
+def bin_masks(
+    bits, vlo: Uint32, scale: Uint32, cb: Int32, bins: cutlass.Constexpr,
+    fmt: cutlass.Constexpr = F32,
+):  # fmt: skip
+    """The held scores (raw ``bits`` of format ``fmt``, binned as their float32 widening) of
+    bins above the crossing bin ``cb`` and in it, as lists of 32-bit masks (bit ``i % 32`` of
+    word ``i // 32`` for slot ``i``), and their counts: ``(gt, eq, n_gt, n_eq)``."""
     nk = len(bits)
     gt = []
     eq = []
@@ -219,7 +216,7 @@ def bin_masks(bits, vlo: Uint32, scale: Uint32, cb: Int32, bins: cutlass.Constex
         mg = Uint32(0)
         me = Uint32(0)
         for i in cutlass.range_constexpr(32 * w, min(32 * w + 32, nk)):
-            b = bracket_bin(bits[i], vlo, scale, bins)
+            b = bracket_bin(widen_bits(bits[i], fmt), vlo, scale, bins)
             one = Uint32(1 << (i % 32))
             mg = mg | Uint32(cutlass.select_(b > cb, one, Uint32(0)))
             me = me | Uint32(cutlass.select_(b == cb, one, Uint32(0)))
@@ -235,21 +232,21 @@ def bin_masks(bits, vlo: Uint32, scale: Uint32, cb: Int32, bins: cutlass.Constex
 
 @cute.jit
 def write_masked(cfg: cutlass.Constexpr, out, values, row: Int32, regs, masks, slot: Int32):
-    """Write the held slots of ``regs`` (a :class:`~.layout.RegisterRow` of float32 bits)
-    whose bit is set in ``masks`` (a list of 32-bit words) to consecutive output slots from
-    ``slot`` of output row ``row``: each a predicated store of its window position (and, with
-    values, of its bits), no branch."""
+    """Write the held slots of ``regs`` (a :class:`~.layout.RegisterRow` of raw score bits
+    in the configuration's format) whose bit is set in ``masks`` (a list of 32-bit words) to
+    consecutive output slots from ``slot`` of output row ``row``: each a predicated store of
+    its window position (and, with values, of its bits, in the logits format), no branch."""
+    nbytes = cfg.key_format.elem_bytes
     width = Int64(out.shape[1])
     at = out.iterator.toint() + Int64(row) * width * Int64(4)
     vat = Int64(0)
     if const_expr(cfg.with_values):
-        vat = values.iterator.toint() + Int64(row) * Int64(values.shape[1]) * Int64(4)
+        vat = values.iterator.toint() + Int64(row) * Int64(values.shape[1]) * Int64(nbytes)
     for i in cutlass.range_constexpr(len(regs.keys)):
         bit = (masks[i // 32] >> Uint32(i % 32)) & Uint32(1)
-        offset = Int64(slot) * Int64(4)
-        store_u32_if(at + offset, Uint32(regs.pos(i, cfg.threads)), bit)
+        store_u32_if(at + Int64(slot) * Int64(4), Uint32(regs.pos(i, cfg)), bit)
         if const_expr(cfg.with_values):
-            store_u32_if(vat + offset, regs.keys[i], bit)
+            store_u32_if(vat + Int64(slot) * Int64(nbytes), regs.keys[i], bit, 8 * nbytes)
         slot = slot + Int32(bit)
 
 

@@ -204,3 +204,50 @@ def above_bound(words, bound: Uint32, fmt: cutlass.Constexpr = F32):
             out.append(lo)
             out.append(hi)
     return out
+
+
+@cute.jit
+def key_bits(key: Uint32) -> Uint32:
+    """The float32 bits of a canonical float32 order key (``gvr_reference.keys.key_to_float``;
+    the NaN key gives a NaN, the key of both zeros ``+0.0``)."""
+    return key ^ (Uint32(0x80000000) | ((key >> Uint32(31)) - Uint32(1)))
+
+
+@dsl_user_op
+def _cvt(bits: Uint32, body: str, *, loc=None, ip=None) -> Uint32:
+    operands = [Uint32(bits).ir_value(loc=loc, ip=ip)]
+    res = llvm.inline_asm(
+        T.i32(), operands, "{ .reg .b16 h; " + body + " }", "=r,r", loc=loc, ip=ip
+    )
+    return Uint32(res)
+
+
+@cute.jit
+def widen_bits(bits: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
+    """The float32 bits of a score of format ``fmt`` given as raw bits (zero-extended): its
+    exact widening (bfloat16: the bits moved up 16; float16: ``cvt.f32.f16``, exact for every
+    finite and infinite value, subnormals included; a NaN stays a NaN). Order-preserving, so
+    ``order_key(widen_bits(b))`` orders scores as ``order_key(b, fmt)`` does."""
+    if const_expr(fmt.bits == 32):
+        return bits
+    elif const_expr(fmt.name == "bfloat16"):
+        return bits << Uint32(16)
+    else:
+        return _cvt(bits, "cvt.u16.u32 h, $1; cvt.f32.f16 $0, h;")
+
+
+@cute.jit
+def format_key_of(key: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
+    """The key in ``fmt``'s key space of the score whose float32 order key is ``key``, for
+    float32 keys of widened ``fmt`` scores (:func:`widen_bits`; the NaN key maps to
+    ``fmt.key_max``): narrowing such a value back is exact (bfloat16: the top 16 bits;
+    float16: ``cvt.rn.f16.f32``)."""
+    if const_expr(fmt.bits == 32):
+        return key
+    else:
+        bits = key_bits(key)
+        if const_expr(fmt.name == "bfloat16"):
+            bits = bits >> Uint32(16)
+        else:
+            bits = _cvt(bits, "cvt.rn.f16.f32 h, $1; cvt.u32.u16 $0, h;")
+        return order_key(bits, fmt)

@@ -143,15 +143,17 @@ class EmitArgs(NamedTuple):
 class RegisterRow(NamedTuple):
     """A row held in the registers of a CTA (``Source.REGS``), as each thread sees its part.
 
-    Slot ``i`` of the ``4 * vecs`` vector slots is lane ``q = i % 4`` of vector ``j = i // 4``,
-    at window position ``p0 + j * 4 * threads + q``; the last slot is the tail score at
+    Slot ``i`` of the ``vec * vecs`` vector slots (``vec`` scores per 16-byte vector: 4
+    float32, 8 bfloat16 / float16) is lane ``q = i % vec`` of vector ``j = i // vec``, at
+    window position ``p0 + j * vec * threads + q``; the last slot is the tail score at
     ``tail_pos``. Slots outside the window hold key 0, which no selection range contains
     (every real score's key is at least ``key(-inf) = 0x007FFFFF``; ranges start at 1).
     Only DSL values live here (the tuple is carried through dynamic control flow); the CTA
     size comes from the configuration at each use.
 
     Attributes:
-        keys: the slots' order keys (a list of ``Uint32``; its length is ``4 * vecs + 1``).
+        keys: the slots' order keys (a list of ``Uint32``; its length is ``vec * vecs + 1``),
+            or their raw bits where a phase says so.
         p0: window position of slot 0 (``Int32``).
         tail_pos: window position of the tail slot (``Int32``).
     """
@@ -160,8 +162,10 @@ class RegisterRow(NamedTuple):
     p0: Any
     tail_pos: Any
 
-    def pos(self, i: int, threads: int):
-        """Window position of slot ``i`` (a trace-time index) in a CTA of ``threads``."""
+    def pos(self, i: int, cfg):
+        """Window position of slot ``i`` (a trace-time index) in a CTA of configuration
+        ``cfg`` (its ``threads`` and the ``vec`` of its ``key_format``)."""
         if i == len(self.keys) - 1:
             return self.tail_pos
-        return self.p0 + ((i // 4) * 4 * threads + i % 4)
+        vec = cfg.key_format.vec
+        return self.p0 + ((i // vec) * vec * cfg.threads + i % vec)

@@ -88,9 +88,12 @@ def store_score(ptr: cute.Pointer, bits: Uint32, fmt: cutlass.Constexpr = F32):
 
 
 @dsl_user_op
-def store_u32_if(addr: Int64, value: Uint32, flag: Uint32, *, loc=None, ip=None) -> None:
+def store_u32_if(
+    addr: Int64, value: Uint32, flag: Uint32, width: int = 32, *, loc=None, ip=None
+) -> None:
     """``st.global.u32 [addr], value`` when ``flag != 0``: one predicated store, no branch
-    (``addr``: a global byte address, as ``pointer.toint()`` gives it)."""
+    (``addr``: a global byte address, as ``pointer.toint()`` gives it); ``width=16`` stores
+    the low 16 bits (``st.global.u16``, a 16-bit score's raw bits)."""
     operands = [
         Int64(addr).ir_value(loc=loc, ip=ip),
         Uint32(value).ir_value(loc=loc, ip=ip),
@@ -99,7 +102,7 @@ def store_u32_if(addr: Int64, value: Uint32, flag: Uint32, *, loc=None, ip=None)
     llvm.inline_asm(
         None,
         operands,
-        "{ .reg .pred p; setp.ne.u32 p, $2, 0; @p st.global.u32 [$0], $1; }",
+        f"{{ .reg .pred p; setp.ne.u32 p, $2, 0; @p st.global.u{width} [$0], $1; }}",
         "l,r,r,~{memory}",
         has_side_effects=True,
         loc=loc,

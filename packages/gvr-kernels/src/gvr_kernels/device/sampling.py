@@ -56,23 +56,24 @@ def load_sample(
 
 @cute.jit
 def thread_sample_key(vecs: cutlass.Constexpr, keys) -> Uint32:
-    """The sample key of a thread holding ``keys`` (``4 * vecs`` vector slots first, as a
-    :class:`~.layout.RegisterRow`): slot ``(j, q)`` with ``j = tid % vecs`` and
+    """The sample key of a thread holding ``keys`` (``4 * vecs`` float32 vector slots first,
+    as a :class:`~.layout.RegisterRow`): slot ``(j, q)`` with ``j = tid % vecs`` and
     ``q = (tid // vecs) % 4``, a sample spread over every vector the CTA holds
     (``gvr_reference.register_model.thread_sample``)."""
     return sample_slot(vecs, keys, Uint32(0))
 
 
 @cute.jit
-def sample_slot(vecs: cutlass.Constexpr, slots, start=None) -> Uint32:
+def sample_slot(vecs: cutlass.Constexpr, slots, start=None, vec: cutlass.Constexpr = 4) -> Uint32:
     """The value of this thread's sample slot ``(j, q)``, ``j = tid % vecs`` and
-    ``q = (tid // vecs) % 4``, among ``slots`` (``4 * vecs`` vector slots first): a select
-    chain over the slots, no indexed register access. ``start``: the chain's initial value
-    (every thread's slot is one of them, so it only shapes the code; default ``slots[0]``)."""
+    ``q = (tid // vecs) % vec``, among ``slots`` (``vec * vecs`` vector slots first, ``vec``
+    scores per 16-byte vector): a select chain over the slots, no indexed register access.
+    ``start``: the chain's initial value (every thread's slot is one of them, so it only
+    shapes the code; default ``slots[0]``)."""
     tid, _, _ = cute.arch.thread_idx()
     pick = Uint32(slots[0] if start is None else start)
     for j in cutlass.range_constexpr(vecs):
-        for q in cutlass.range_constexpr(4):
-            here = (tid % vecs == j) & ((tid // vecs) % 4 == q)
-            pick = Uint32(cutlass.select_(here, slots[j * 4 + q], pick))
+        for q in cutlass.range_constexpr(vec):
+            here = (tid % vecs == j) & ((tid // vecs) % vec == q)
+            pick = Uint32(cutlass.select_(here, slots[j * vec + q], pick))
     return pick

@@ -192,7 +192,7 @@ def _histogram(
             if const_expr(aggregate):
                 _count_key_warp(sh.hist, regs.keys[i], Boolean(True), ha.lo, ha.hi, ha.shift)
             else:
-                _count_key_or_index(sh.hist, ha, regs.keys[i], regs.pos(i, cfg.threads))
+                _count_key_or_index(sh.hist, ha, regs.keys[i], regs.pos(i, cfg))
 
 
 @cute.jit
@@ -399,7 +399,7 @@ def emit_rule(
 def _emit_registers(cfg: cutlass.Constexpr, ctl, ea, regs, values_from):
     """Emission from a :class:`~.layout.RegisterRow`."""
     for i in cutlass.range_constexpr(len(regs.keys)):
-        _emit_key(cfg, ctl, ea, regs.keys[i], regs.pos(i, cfg.threads), Boolean(True), values_from)
+        _emit_key(cfg, ctl, ea, regs.keys[i], regs.pos(i, cfg), Boolean(True), values_from)
 
 
 def position_reader(cfg, values_from, pos):

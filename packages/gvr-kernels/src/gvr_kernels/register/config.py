@@ -1,10 +1,10 @@
 """Compile key of the register-resident family: a frozen dataclass with a readable name.
 
-A CTA holds a whole row in registers (``threads`` threads x ``vecs`` 16-byte vectors, plus a
-0-3 score tail): one read, no staging, no capacity overflow by construction (see
-``gvr_reference.register_model`` for the per-row decisions and their CPU model). The
-shared-memory layout is written here once (:meth:`RegisterConfig.shared_layout`). This
-module imports no CuTe DSL.
+A CTA holds a whole row in registers (``threads`` threads x ``vecs`` 16-byte vectors of 4
+float32 or 8 bfloat16 / float16 scores, plus a tail of fewer than a vector's scores): one
+read, no staging, no capacity overflow by construction (see ``gvr_reference.register_model``
+for the per-row decisions and their CPU model). The shared-memory layout is written here once
+(:meth:`RegisterConfig.shared_layout`). This module imports no CuTe DSL.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class RegisterConfig:
             ``StreamingConfig``).
         threads: CTA size (256, 512 or 1024).
         vecs: 16-byte vectors each thread holds (1 to 8); a row of up to
-            ``4 * threads * vecs`` scores fits.
+            ``vec * threads * vecs`` scores fits (``vec``: 4 float32 or 8 16-bit scores).
         aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
         capacity: staging entries (order key and position, 8 bytes each in shared memory) for
             the keys at or above the rung, at least 2048 (the largest K); more of them select
@@ -44,10 +44,14 @@ class RegisterConfig:
         bracket: rows take the bracket histogram path (``gvr_reference.register_model``,
             steps 1-2) where it applies; False: every row takes the sampled path (for the
             shapes whose register budget the bracket code would overflow).
-        with_values: also write the fp32 values of the selection (``-FLT_MAX`` beside ``-1``).
+        with_values: also write the values of the selection in the logits format (its most
+            negative finite value beside ``-1``).
         deterministic: the K-th value's tie class yields its smallest indices.
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
             tensor.
+        dtype: the logits format, ``"float32"``, ``"bfloat16"`` or ``"float16"``: 16-bit rows
+            are held as raw bits, 8 per vector; the bracket bins their exact float32 widening
+            and every radix selection works in the 16-bit key space.
     """
 
     mode: str = "decode"
@@ -60,15 +64,14 @@ class RegisterConfig:
     with_values: bool = False
     deterministic: bool = False
     record_paths: bool = False
+    dtype: str = "float32"
 
     #: The family this configuration belongs to (``gvr_kernels.registry``).
     family = "register"
-    #: The logits format: the register-resident family reads float32 only.
-    dtype = "float32"
 
     @property
     def key_format(self) -> KeyFormat:
-        """The order-key format of the logits (float32)."""
+        """The order-key format of the logits (``gvr_reference.keys.KeyFormat``)."""
         return key_format(self.dtype)
 
     #: 16-byte vectors per thread per tile when an oversize row is read from global memory.
@@ -77,6 +80,7 @@ class RegisterConfig:
     stages_keys = True
 
     def __post_init__(self) -> None:
+        key_format(self.dtype)  # validates the name
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.threads not in (256, 512, 1024):
@@ -105,6 +109,7 @@ class RegisterConfig:
             aim_mult=self.aim_mult,
             capacity=self.capacity,
             bracket=self.bracket,
+            dtype=self.dtype,
         )
 
     @property
@@ -163,6 +168,8 @@ class RegisterConfig:
         ]
         if not self.bracket:
             parts.append("nobracket")
+        if self.dtype != "float32":
+            parts.append({"bfloat16": "bf16", "float16": "f16"}[self.dtype])
         if self.with_values:
             parts.append("values")
         if self.deterministic:

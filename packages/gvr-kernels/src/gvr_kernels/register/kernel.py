@@ -4,11 +4,11 @@ Per row (decisions and their CPU model: ``gvr_reference.register_model``):
 
 1. **Window** as in the streaming family; rows with ``n <= k`` write the identity then ``-1``.
 2. **Load.** Each thread issues its ``vecs`` 16-byte loads (vector ``tid + j * threads``) and
-   warp 0 the 0-3 tail scores, all before any is used: the row is read once, in one round
-   trip. Slots outside the window hold ``-inf`` bits on the bracket path and key 0 on the
-   sampled path, which no selection range contains. Per-warp reductions of the row's ends
-   (and the sample count and crowd test) go to shared words; one barrier, then every warp
-   reduces the warps' words itself.
+   warp 0 the tail scores (fewer than a vector's), all before any is used: the row is read
+   once, in one round trip. Slots outside the window hold ``-inf`` bits on the bracket path
+   and key 0 on the sampled path, which no selection range contains. Per-warp reductions of
+   the row's ends (and the sample count and crowd test) go to shared words; one barrier,
+   then every warp reduces the warps' words itself.
 3. **Bracket** (configurations built with ``bracket=True``). The scores stay float32 bits.
    The row's largest score and the bracket's low key (the smallest of window positions
    ``[0, k)``, or the smallest per-thread maximum when that is higher and ``k`` threads hold
@@ -19,9 +19,12 @@ Per row (decisions and their CPU model: ``gvr_reference.register_model``):
    warp); the crossing bin is written whole, ranked by warp 0 (at most 32 keys), narrowed
    from the staging, or (more keys than the staging holds) selected from the registers.
    Rows whose ends are not finite (a NaN or an infinity at the top), whose scale overflows,
-   or whose sample shows a crowd of one key take the sampled path.
+   or whose sample shows a crowd of one key take the sampled path. 16-bit scores are held
+   as raw bits and binned as their exact float32 widening (``device.keys.widen_bits``).
 4. **Sample and rung.** One slot per thread, spread over the whole row, goes to shared memory;
    a radix narrowing over it gives the rung ``T`` (skipped for rows with ``n <= 2 aim``).
+   This step and every radix selection work in the logits format's key space (16 bits for
+   bfloat16 / float16 rows: two levels decide any key).
 5. **Stage** the keys ``>= T`` with their positions (warp-aggregated slots, every one counted
    even past the capacity), so the selection walks a few thousand candidates instead of the
    whole row.
@@ -52,7 +55,6 @@ from gvr_reference.register_model import CROWD_MIN, RANK_MAX, register_plan
 
 from ..device import shared
 from ..device.bracket import (
-    NEG_INF_BITS,
     POS_INF_BITS,
     bin_masks,
     bracket_bin,
@@ -65,9 +67,9 @@ from ..device.bracket import (
     rank_crossing,
     write_masked,
 )
-from ..device.keys import KEY_MAX, order_key
+from ..device.keys import KEY_MAX, format_key_of, order_key, vector_bits, widen_bits
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import count_shared, load_scalar, load_vec4
+from ..device.memory import count_shared, load_score, load_vec4
 from ..device.ops import DEVICE_OPS, umax
 from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import (
@@ -90,12 +92,14 @@ def allocate_shared(cfg: cutlass.Constexpr):
 
 
 class RegisterTopK:
-    """Exact top-K over rows of fp32 logits held in registers (see the module docstring).
+    """Exact top-K over rows of float32, bfloat16 or float16 logits (``config.dtype``) held
+    in registers (see the module docstring).
 
     Launch arguments: the common kernel ABI (``gvr_kernels.abi.KernelArgs``); ``workspace``
-    and ``parts`` are unused (one CTA per row). Supported: as the streaming family (fp32, unit
-    inner stride, row stride a multiple of 4, 16-byte-aligned base), ``1 <= k <= 2048``, any
-    row length (rows longer than ``config.max_n`` are read from memory).
+    and ``parts`` are unused (one CTA per row). Supported: as the streaming family (unit inner
+    stride, row stride a multiple of a 16-byte vector's scores, 16-byte-aligned base; values
+    in the logits dtype), ``1 <= k <= 2048``, any row length (rows longer than
+    ``config.max_n`` are read from memory).
     """
 
     def __init__(self, config: RegisterConfig):
@@ -105,11 +109,11 @@ class RegisterTopK:
     @cute.jit
     def __call__(
         self,
-        logits: cute.Tensor,  # (rows, width) : (row_stride, 1), fp32
+        logits: cute.Tensor,  # (rows, width) : (row_stride, 1), config.dtype
         lens_a: cute.Tensor,  # (?,) int32
         lens_b: cute.Tensor,  # (?,) int32
         out: cute.Tensor,  # (rows, k) int32
-        values: cute.Tensor,  # (rows, k) fp32
+        values: cute.Tensor,  # (rows, k) config.dtype
         workspace: cute.Tensor,  # (?,) uint32, unused
         paths: cute.Tensor,  # (?,) int32
         k: Int32,
@@ -149,25 +153,27 @@ class RegisterTopK:
         parts: Int32,
     ):
         cfg = self.cfg
+        fmt = cfg.key_format
         row, _, _ = cute.arch.block_idx()
         sh, _ = allocate_shared(cfg)
 
-        n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift)
+        n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift, fmt)
 
         if n <= k:
             write_short_row(cfg, out, values, base, lead, row, n, k)
             self._record(paths, row, Int32(Path.SHORT))
         else:
-            nvec = (lead + n) >> 2
-            win = Window(base, lead, nvec, cutlass.max(nvec * 4 - lead, Int32(0)), n)
+            nvec = (lead + n) >> Int32(fmt.vec.bit_length() - 1)
+            win = Window(base, lead, nvec, cutlass.max(nvec * fmt.vec - lead, Int32(0)), n)
             if (nvec >= 1) & (nvec <= cfg.threads * cfg.vecs):
                 self._held_row(sh, out, values, paths, win, row, k)
             else:
                 self._zero_shared(sh)
                 cute.arch.barrier()
                 select_and_emit(
-                    cfg, sh, win, Source.ROW, out, values, row, k, Uint32(0), Uint32(KEY_MAX), n
-                )
+                    cfg, sh, win, Source.ROW, out, values, row, k, Uint32(0),
+                    Uint32(fmt.key_max), n,
+                )  # fmt: skip
                 self._record(paths, row, Int32(Path.WHOLE_ROW))
 
     # ------------------------------------------------------------------ row bodies
@@ -182,6 +188,8 @@ class RegisterTopK:
     @cute.jit
     def _held_row(self, sh, out, values, paths, win, row: Int32, k: Int32):
         cfg = self.cfg
+        fmt = cfg.key_format
+        vec = fmt.vec
         threads = cfg.threads
         tid, _, _ = cute.arch.thread_idx()
         lane = cute.arch.lane_idx()
@@ -192,49 +200,53 @@ class RegisterTopK:
         raw = []
         for j in cutlass.range_constexpr(cfg.vecs):
             v = tid + j * threads
-            raw.append(load_vec4(base + Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(4)))
+            at = Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(vec)
+            raw.append(vector_bits(load_vec4(base + at), fmt))
         t_pos = tail_start + lane
         tail_ok = (warp_id == 0) & (t_pos < n)
-        tail_bits = load_scalar(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))))
+        tail_bits = load_score(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))), fmt)
         self._zero_shared(sh)
 
-        p0 = tid * 4 - lead
+        p0 = tid * vec - lead
         regs = None
         tkey = Uint32(0)
         first = Uint32(POS_INF_BITS)
         if const_expr(cfg.bracket):
-            # ---- the held scores as float32 bits, -inf outside the window; per thread the
-            # largest (NaN-propagating) and the smallest of window positions [0, k) it holds
+            # ---- the held scores as raw bits, -inf outside the window; per thread the
+            # largest (NaN-propagating) and the smallest of window positions [0, k) it holds,
+            # as float32 bits of the widened scores
+            neg_inf = Uint32(fmt.sign | fmt.inf_bits)
             bits = []
             for j in cutlass.range_constexpr(cfg.vecs):
-                for q in cutlass.range_constexpr(4):
+                for q in cutlass.range_constexpr(vec):
                     ok = self._slot_ok(j, q, p0, nvec)
-                    bits.append(Uint32(cutlass.select_(ok, raw[j][q], Uint32(NEG_INF_BITS))))
-            bits.append(Uint32(cutlass.select_(tail_ok, tail_bits, Uint32(NEG_INF_BITS))))
+                    bits.append(Uint32(cutlass.select_(ok, raw[j][q], neg_inf)))
+            bits.append(Uint32(cutlass.select_(tail_ok, tail_bits, neg_inf)))
             regs = RegisterRow(bits, p0, t_pos)
-            tmax = bits[0]
+            tmax = widen_bits(bits[0], fmt)
             for i in cutlass.range_constexpr(1, len(bits)):
-                tmax = fmax_nan(tmax, bits[i])
+                tmax = fmax_nan(tmax, widen_bits(bits[i], fmt))
             for i in cutlass.range_constexpr(len(bits)):
                 if const_expr(may_lead(cfg, i)):
-                    pos = regs.pos(i, threads)
+                    pos = regs.pos(i, cfg)
                     mine = (pos >= 0) & (pos < k)
                     if const_expr(i == len(bits) - 1):
                         mine = mine & tail_ok
                     else:
-                        mine = mine & (tid + (i // 4) * threads < nvec)
-                    low = Uint32(cutlass.select_(mine, bits[i], Uint32(POS_INF_BITS)))
-                    first = fmin(first, low)
+                        mine = mine & (tid + (i // vec) * threads < nvec)
+                    wide = widen_bits(bits[i], fmt)
+                    first = fmin(first, Uint32(cutlass.select_(mine, wide, Uint32(POS_INF_BITS))))
             tkey = order_key(tmax)
             sample_key = self._sample_key(bits, p0, nvec)
         else:
             # ---- the held scores as canonical order keys, 0 outside the window
             keys = []
             for j in cutlass.range_constexpr(cfg.vecs):
-                for q in cutlass.range_constexpr(4):
+                for q in cutlass.range_constexpr(vec):
                     ok = self._slot_ok(j, q, p0, nvec)
-                    keys.append(Uint32(cutlass.select_(ok, order_key(raw[j][q]), Uint32(0))))
-            keys.append(Uint32(cutlass.select_(tail_ok, order_key(tail_bits), Uint32(0))))
+                    key = order_key(raw[j][q], fmt)
+                    keys.append(Uint32(cutlass.select_(ok, key, Uint32(0))))
+            keys.append(Uint32(cutlass.select_(tail_ok, order_key(tail_bits, fmt), Uint32(0))))
             regs = RegisterRow(keys, p0, t_pos)
             tkey = keys[0]
             for i in cutlass.range_constexpr(1, len(keys)):
@@ -292,9 +304,11 @@ class RegisterTopK:
                 )
                 self._record(paths, row, code)
             else:
+                # The ends are float32 keys of the widened scores; the sampled path selects
+                # in the format's key space.
                 self._sampled(
                     sh, self._keys(regs, nvec, tail_ok), win, out, values, paths, row, k,
-                    max_key, s_valid,
+                    format_key_of(max_key, cfg.key_format), s_valid,
                 )  # fmt: skip
         else:
             self._sampled(sh, regs, win, out, values, paths, row, k, max_key, s_valid)
@@ -311,37 +325,44 @@ class RegisterTopK:
 
     @cute.jit
     def _keys(self, regs, nvec: Int32, tail_ok):
-        """The held scores as a :class:`RegisterRow` of canonical order keys (0 outside the
-        window), for the sampled path and the register selections."""
+        """The held raw scores as a :class:`RegisterRow` of canonical order keys in the
+        format's key space (0 outside the window), for the sampled path and the register
+        selections."""
         cfg = self.cfg
+        fmt = cfg.key_format
+        vec = fmt.vec
         keys = []
         for j in cutlass.range_constexpr(cfg.vecs):
-            for q in cutlass.range_constexpr(4):
+            for q in cutlass.range_constexpr(vec):
                 ok = self._slot_ok(j, q, regs.p0, nvec)
-                key = order_key(regs.keys[j * 4 + q])
+                key = order_key(regs.keys[j * vec + q], fmt)
                 keys.append(Uint32(cutlass.select_(ok, key, Uint32(0))))
-        tail = order_key(regs.keys[4 * cfg.vecs])
+        tail = order_key(regs.keys[vec * cfg.vecs], fmt)
         keys.append(Uint32(cutlass.select_(tail_ok, tail, Uint32(0))))
         return RegisterRow(keys, regs.p0, regs.tail_pos)
 
     @cute.jit
     def _sample_key(self, bits, p0: Int32, nvec: Int32) -> Uint32:
         """This thread's sample key (``gvr_reference.register_model.thread_sample``): slot
-        ``(j, q)`` with ``j = tid % vecs`` and ``q = (tid // vecs) % 4``, 0 outside the
-        window."""
+        ``(j, q)`` with ``j = tid % vecs`` and ``q = (tid // vecs) % vec``, 0 outside the
+        window; in the format's key space."""
         cfg = self.cfg
+        fmt = cfg.key_format
+        vec = fmt.vec
         tid, _, _ = cute.arch.thread_idx()
-        pick = sample_slot(cfg.vecs, bits)
+        pick = sample_slot(cfg.vecs, bits, vec=vec)
         j_s = tid % cfg.vecs
         v_s = tid + j_s * cfg.threads
-        ok = (v_s < nvec) & (v_s * 4 + (tid // cfg.vecs) % 4 - (tid * 4 - p0) >= 0)
-        return Uint32(cutlass.select_(ok, order_key(pick), Uint32(0)))
+        # window position v_s * vec + q - lead, with lead = tid * vec - p0
+        ok = (v_s < nvec) & (v_s * vec + (tid // cfg.vecs) % vec - (tid * vec - p0) >= 0)
+        return Uint32(cutlass.select_(ok, order_key(pick, fmt), Uint32(0)))
 
     @cute.jit
     def _bracket(self, sh, regs, win, out, values, row, k, lo_key, max_key, vlo, scale) -> Int32:
         """The bracket histogram path (``gvr_reference.register_model``, steps 1-2): one
         counting pass, the crossing search, one emission pass."""
         cfg = self.cfg
+        fmt = cfg.key_format
         threads = cfg.threads
         tid, _, _ = cute.arch.thread_idx()
         bits = regs.keys
@@ -354,7 +375,7 @@ class RegisterTopK:
         # n = 4,096 and 16,384).
         spill = sh.wsum.iterator.toint() + cute.arch.lane_idx() * 4
         for i in cutlass.range_constexpr(nk):
-            b = bracket_bin(bits[i], vlo, scale, HIST_BINS)
+            b = bracket_bin(widen_bits(bits[i], fmt), vlo, scale, HIST_BINS)
             count_shared(cutlass.select_(b != 0, hist + b * 4, spill))
         if tid == 0:
             sh.ctl[Ctl.VLO] = Int32(vlo)
@@ -374,11 +395,14 @@ class RegisterTopK:
             # over every key at or above the bracket's low end (the whole answer).
             code = Int32(Path.BRACKET_OVERFLOW)
             keys = self._keys(regs, win.nvec, (tid // 32 == 0) & (regs.tail_pos < win.n))
-            self._select_registers(sh, keys, win, out, values, row, k, lo_key, max_key)
+            self._select_registers(
+                sh, keys, win, out, values, row, k, format_key_of(lo_key, fmt),
+                format_key_of(max_key, fmt),
+            )  # fmt: skip
         else:
             # One pass: the keys of higher bins to output slots [0, above); the crossing bin
             # to slots [above, k) when all of it is needed, else to the staging.
-            gt, eq, n_gt, n_eq = bin_masks(bits, vlo, scale, cb, HIST_BINS)
+            gt, eq, n_gt, n_eq = bin_masks(bits, vlo, scale, cb, HIST_BINS, fmt)
             slot_gt, slot_eq = packed_warp_slots(sh.ctl.iterator + Ctl.GT, n_gt, n_eq)
             ea = EmitArgs(out, values, row, k, k, Int32(0), Uint32(0), Uint32(KEY_MAX))
             write_masked(cfg, out, values, row, regs, gt, slot_gt)
@@ -389,8 +413,8 @@ class RegisterTopK:
                 if cute.arch.vote_any_sync(n_eq > 0):
                     for i in cutlass.range_constexpr(nk):
                         if (eq[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
-                            sh.stage_bits[slot_eq] = order_key(bits[i])
-                            sh.stage_idx[slot_eq] = regs.pos(i, threads)
+                            sh.stage_bits[slot_eq] = order_key(bits[i], fmt)
+                            sh.stage_idx[slot_eq] = regs.pos(i, cfg)
                             slot_eq = slot_eq + 1
                 cute.arch.barrier()
                 if m <= RANK_MAX:
@@ -408,8 +432,10 @@ class RegisterTopK:
         s_valid: Int32,
     ):  # fmt: skip
         """The sampled path, for rows the bracket cannot serve (``register_model`` step 3);
-        ``regs`` holds canonical keys, ``s_valid`` the row's valid sample keys."""
+        ``regs`` holds canonical keys (in the format's key space, as ``max_key``), ``s_valid``
+        the row's valid sample keys."""
         cfg = self.cfg
+        key_max = Uint32(cfg.key_format.key_max)
         threads = cfg.threads
         lane = cute.arch.lane_idx()
         keys = regs.keys
@@ -426,18 +452,18 @@ class RegisterTopK:
                 Goal.RUNG,
                 plan.j1,
                 Uint32(1),
-                Uint32(KEY_MAX),
+                key_max,
                 Uint32(0),
                 Int32(threads),
             )
             # A crowded single key (gvr_reference.model.crowded_rung): stage the keys above
             # it and count the keys equal to it.
-            crowded = (ties >= 2) & (thr < Uint32(KEY_MAX))
+            crowded = (ties >= 2) & (thr < key_max)
             lo = thr + Uint32(cutlass.select_(crowded, 1, 0))
             stage_selected(
                 cfg.capacity,
                 sh,
-                [(keys[i], regs.pos(i, threads), keys[i] >= lo) for i in range(len(keys))],
+                [(keys[i], regs.pos(i, cfg), keys[i] >= lo) for i in range(len(keys))],
                 keys_given=True,
             )
             if crowded:

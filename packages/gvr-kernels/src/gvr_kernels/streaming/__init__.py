@@ -6,7 +6,6 @@ family's registry entry is :data:`FAMILY`.
 
 from __future__ import annotations
 
-from ..abi import fake_kernel_args
 from ..family import Family
 from .config import StreamingConfig
 
@@ -17,5 +16,4 @@ FAMILY = Family(
     name="streaming",
     config_type=StreamingConfig,
     kernel="gvr_kernels.streaming.kernel:StreamingTopK",
-    fake_args=lambda config: fake_kernel_args(config.dtype),
 )
