@@ -13,7 +13,8 @@ Sets:
                 and ``tools/tune_cluster.py``;
   half          the bfloat16 / float16 configurations: every routable one with its
                 path-recording variant (``tests/kernels/test_half_gpu.py``), those of
-                ``tests/kernels/test_register_gpu.py`` and ``tools/tune_register.py --dtype``.
+                ``tests/kernels/test_register_gpu.py``, ``tests/kernels/test_cluster_gpu.py``
+                and ``tools/tune_register.py --dtype``.
 """
 
 from __future__ import annotations
@@ -105,15 +106,13 @@ def cluster_configs() -> list:
 
 
 def half_configs() -> list:
-    """The 16-bit configurations of the device suites and the register tune table."""
+    """The 16-bit configurations of the device suites and the register tune table, the
+    forced-path ones first, then the routed ones' path-recording variants, then the routed
+    ones."""
+    from gvr_kernels.cluster import ClusterConfig
     from gvr_kernels.register import RegisterConfig
 
     out = {}
-    for cfg in routable_configs():
-        if cfg.dtype != "float32":
-            out[cfg] = None
-            base = replace(cfg, mode="decode", with_values=False, deterministic=False)
-            out[replace(base, record_paths=True)] = None
     for dtype in ("bfloat16", "float16"):
         for threads, vecs in ((512, 2), (1024, 4)):  # the forced paths
             out[RegisterConfig(threads=threads, vecs=vecs, capacity=2048, dtype=dtype,
@@ -123,15 +122,32 @@ def half_configs() -> list:
             out[replace(base, record_paths=True)] = None
             out[replace(base, with_values=True)] = None
             out[replace(base, with_values=True, deterministic=True)] = None
-            for resident in (1, 2) if threads <= 512 else (1,):  # the tune table
-                out[replace(base, resident=resident)] = None
-        out[RegisterConfig(threads=256, vecs=1, dtype=dtype)] = None
+        for c, t, br in ((4, 512, True), (8, 512, True), (4, 1024, False), (16, 512, True)):
+            base = ClusterConfig(cluster=c, threads=t, vecs=2, bracket=br, dtype=dtype)
+            out[replace(base, record_paths=True)] = None
+            if br:
+                forced = replace(base, capacity=2048, with_values=True, record_paths=True)
+                out[replace(forced, deterministic=dtype == "float16")] = None
+    routed = [c for c in routable_configs() if c.dtype != "float32"]
+    for cfg in routed:
+        base = replace(cfg, mode="decode", with_values=False, deterministic=False)
+        out[replace(base, record_paths=True)] = None
+    for cfg in routed:
+        out[cfg] = None
+    for dtype in ("bfloat16", "float16"):  # the tune table
+        for threads, vecs in ((256, 1), (512, 1), (512, 2), (1024, 1), (1024, 2), (1024, 4)):
+            for resident in (1, 2) if threads <= 512 else (1,):
+                out[RegisterConfig(threads=threads, vecs=vecs, resident=resident, dtype=dtype)] = (
+                    None
+                )
     return list(out)
 
 
 def export_all(configs, out: str, arch: str = "sm_90a", jobs: int = 2, log: bool = False):
-    """Export ``configs`` into ``out`` (``jobs`` processes) and write its manifest; returns
-    ``out``. The tune tools call this before CUDA is initialised (the pool forks)."""
+    """Export ``configs`` into ``out`` (``jobs`` processes, in the given order) and write its
+    manifest, rewritten after every kernel so that an interrupted export leaves a usable
+    library of the kernels done; returns ``out``. The tune tools call this before CUDA is
+    initialised (the pool forks)."""
     import json
     from pathlib import Path
 
@@ -139,9 +155,11 @@ def export_all(configs, out: str, arch: str = "sm_90a", jobs: int = 2, log: bool
     with ProcessPoolExecutor(jobs) as pool:
         for cfg, name, dt in pool.map(_one, [(c, out, arch) for c in configs]):
             manifest[cfg.name] = manifest_entry(cfg, name, arch)
+            tmp = Path(out, MANIFEST + ".tmp")
+            tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            tmp.replace(Path(out, MANIFEST))
             if log:
                 print(f"{dt:5.1f}s {cfg.name}", flush=True)
-    Path(out, MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     return out
 
 

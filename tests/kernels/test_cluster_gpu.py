@@ -34,10 +34,24 @@ ROUTED = [
 SHAPES = ROUTED + [(2, 1024, 4, True), (2, 1024, 4, False)]
 #: The bracket shapes of :data:`ROUTED`.
 BRACKETED = [s for s in ROUTED if s[3]]
+#: The 16-bit formats; their routed shapes are the float32 ones with two vectors (eight
+#: scores each) a thread, but 1024-thread CTAs take no bracket (its 16-bit code spills).
+DTYPES16 = ("bfloat16", "float16")
+ROUTED16 = [(4, 512, 2, True), (8, 512, 2, True), (4, 1024, 2, False), (16, 512, 2, True)]
 
 
 def ids(shapes):
     return [f"x{c}t{t}v{v}" + ("_bracket" if b else "") for c, t, v, b in shapes]
+
+
+#: (shape, dtype) of the value-family path test.
+FAMILY_CASES = [(s, "float32") for s in SHAPES] + [(s, d) for d in DTYPES16 for s in ROUTED16]
+#: (shape, dtype, det, bracket) of the forced bracket-path test.
+BRACKET_CASES = [
+    (s, "float32", d, b) for s in BRACKETED for d in (False, True) for b in (False, True)
+]
+BRACKET_CASES += [(s, dt, dt == "float16", True) for dt in DTYPES16 for s in ROUTED16 if s[3]]
+SALT = {"float32": 0, "bfloat16": 1, "float16": 2}
 
 
 def config(cluster, threads, vecs, bracket=False, **kw):
@@ -258,20 +272,23 @@ def test_prefill_paths_match_the_model(kp, shape):
         assert {1, 2, 3} <= {int(v) for v in batch.row_starts % 4}
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=ids(SHAPES))
-def test_paths_on_value_families(kp, shape):
-    """The recorded path of every row of every value family equals the CPU model's."""
-    cap = cap_of(shape)
-    params = config(*shape).params
+@pytest.mark.parametrize("case", FAMILY_CASES, ids=[f"{ids([c])[0]}-{d}" for c, d in FAMILY_CASES])
+def test_paths_on_value_families(kp, case):
+    """The recorded path of every row of every value family equals the CPU model's (16-bit
+    rows: the value families rounded to the format)."""
+    shape, dtype = case
+    cfg = config(*shape, dtype=dtype)
+    cap = cfg.max_n
+    params = cfg.params
     k = 2048
     for i, family in enumerate(FAMILIES):
         batch = make_decode_batch(
-            rng(8, *map(int, shape), i), batch=16, k=k, width=cap, row_stride=cap, family=family,
-            lengths="ragged",
+            rng(8, *map(int, shape), i, SALT[dtype]), batch=16, k=k, width=cap, row_stride=cap,
+            family=family, lengths="ragged", dtype=dtype,
         )  # fmt: skip
-        logits = helpers.to_device(batch)[1]
+        logits = helpers.device_scores(batch.arena, dtype)[:, : batch.width]
         kv = torch.from_numpy(batch.kv_lens).cuda()
-        out, _, paths, _ = launch(kp, config(*shape), "decode", logits, kv, None, k, paths=True)
+        out, _, paths, _ = launch(kp, cfg, "decode", logits, kv, None, k, paths=True)
         check(batch, out)
         want = np.array(
             [int(simulate_row(batch.logits[r, : batch.kv_lens[r]], k, params).path)
@@ -281,25 +298,29 @@ def test_paths_on_value_families(kp, shape):
         assert np.array_equal(got, want), (family, got[got != want][:8], want[got != want][:8])
 
 
-@pytest.mark.parametrize("bracket", [False, True])
-@pytest.mark.parametrize("det", [False, True])
-@pytest.mark.parametrize("shape", BRACKETED, ids=ids(BRACKETED))
-def test_bracket_paths_match_the_model(kp, shape, det, bracket):
+@pytest.mark.parametrize(
+    "case",
+    BRACKET_CASES,
+    ids=[f"{ids([c])[0]}-{t}-det{d:d}-b{b:d}" for c, t, d, b in BRACKET_CASES],
+)
+def test_bracket_paths_match_the_model(kp, case):
     """Rows built to reach every path of a bracket configuration (and the sampled paths its
     rows fall back to), with values; ``bracket=False`` runs the same rows on the sampled
     configuration. The recorded path equals the CPU model's and every answer is exact."""
     from gvr_reference.cluster_model import bracket_forced_rows
 
+    shape, dtype, det, bracket = case
     shape = (*shape[:3], bracket)
-    cap = cap_of(shape)
     k = 512
-    cfg = config(*shape, capacity=2048, with_values=True, deterministic=det)
-    x, kv, kinds = bracket_forced_rows(rng(10, *map(int, shape), det), cfg.params, k, cap + 64)
+    cfg = config(*shape, capacity=2048, with_values=True, deterministic=det, dtype=dtype)
+    cap = cfg.max_n
+    g = rng(10, *map(int, shape), det, SALT[dtype])
+    x, kv, kinds = bracket_forced_rows(g, cfg.params, k, cap + 64)
     b = x.shape[0]
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     want = np.array([int(simulate_row(x[r, : kv[r]], k, cfg.params).path) for r in range(b)])
     out, val, paths, _ = launch(
-        kp, cfg, "decode", torch.from_numpy(x).cuda(), torch.from_numpy(kv).cuda(), None, k,
+        kp, cfg, "decode", helpers.device_scores(x, dtype), torch.from_numpy(kv).cuda(), None, k,
         paths=True, values=True, det=det,
     )  # fmt: skip
     got = paths.cpu().numpy()
@@ -312,7 +333,9 @@ def test_bracket_paths_match_the_model(kp, shape, det, bracket):
         taken = {Path(int(v)) for v in want}
         assert expected <= taken, sorted(taken)
         assert taken & {Path.TIE, Path.FIRST}, sorted(taken)  # the sampled fallback
-    report = validate.check_topk(x, windows, k, out.cpu().numpy(), val.cpu().numpy())
+    assert val.dtype == helpers.device_scores(x[:1, :8], dtype).dtype
+    vals = helpers.widened(val).numpy()
+    report = validate.check_topk(x, windows, k, out.cpu().numpy(), vals, dtype)
     assert report.ok, report.summary()
     if det:
         want_det = topk_windows(x, windows, k, deterministic=True)

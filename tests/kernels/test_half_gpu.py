@@ -1,16 +1,16 @@
 """Device tests of the 16-bit configurations (``pytest -m gpu`` on an H200): bfloat16 and
-float16 logits read in place (vectors of 8 scores, 16-bit order keys) by the routed streaming
-and register-resident configurations.
+float16 logits read in place (vectors of 8 scores, 16-bit order keys) by the routed streaming,
+register-resident and cluster-register configurations.
 
 Rows come from the reference workloads rounded to the dtype (``dtype=`` of
 ``gvr_reference.workloads``: the arrays hold the exact float32 widening the oracle reads), so
 every answer is checked by the CPU validator on the very scores the kernel read, and every
 recorded path is compared with the CPU model of the 16-bit key space
-(``ModelConfig(dtype=...)``; the register-resident family's: ``gvr_reference.register_model``
-with ``RegisterParams.dtype``). Every value family (the tie-heavy tail included: ties are far
-more common in 16 bits), decode with ``next_n`` and ``compress_ratio``, prefill windows at
-every start modulo 8, dense rows, values in the logits dtype and the deterministic tie mode,
-single and split rows.
+(``ModelConfig(dtype=...)``; the register-resident and cluster-register families':
+``gvr_reference.register_model`` and ``gvr_reference.cluster_model`` with ``dtype``). Every
+value family (the tie-heavy tail included: ties are far more common in 16 bits), decode
+with ``next_n`` and ``compress_ratio``, prefill windows at every start modulo 8, dense rows,
+values in the logits dtype and the deterministic tie mode, single and split rows.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import kernel_helpers as helpers
 import numpy as np
 import pytest
 from gvr_kernels.routing import route_static
+from gvr_reference.cluster_model import simulate_row as cluster_row
 from gvr_reference.model import ModelConfig, Path, sample_positions, simulate_row
 from gvr_reference.register_model import simulate_row as register_row
 from gvr_reference.workloads import (
@@ -55,11 +56,12 @@ def run_and_check(kp, batch, mode, a, b, k, *, values=False, det=False, next_n=1
     helpers.check(ROWS_CHECKED, batch, out)
     cfg = route.config
     assert cfg.dtype == batch.dtype, cfg.name
-    if cfg.family == "register":
-        kind = "register"
+    if cfg.family in ("register", "cluster"):
+        kind = cfg.family
+        row_model = register_row if kind == "register" else cluster_row
 
         def model(v, lead):
-            return register_row(v, k, cfg.params, lead=lead)
+            return row_model(v, k, cfg.params, lead=lead)
     else:
         assert cfg.family == "streaming", cfg.name
         kind = "split" if route.parts > 1 else "single"
@@ -249,8 +251,9 @@ def test_forced_paths_match_the_model(kp, split, dtype):
 
 
 def test_zz_rows_checked():
-    """Every streaming path was taken in both dtypes, and the register-resident family served
-    some rows of each; the run checked at least 5,000 rows per dtype."""
+    """Every streaming path was taken in both dtypes, and the register-resident and
+    cluster-register families served some rows of each; the run checked at least 5,000 rows
+    per dtype."""
     if ROWS_CHECKED["n"] == 0:
         pytest.skip("no device tests ran")
     print(f"\nrows checked against the oracle: {ROWS_CHECKED['n']} (seed {helpers.SEED})")
@@ -261,4 +264,5 @@ def test_zz_rows_checked():
         assert (dtype, "single", Path.RETRY) in PATHS_SEEN
         assert (dtype, "split", Path.RESCUE_UNDERESTIMATE) in PATHS_SEEN
         assert any(d == dtype and s == "register" for d, s, _ in PATHS_SEEN)
+        assert any(d == dtype and s == "cluster" for d, s, _ in PATHS_SEEN)
     assert ROWS_CHECKED["n"] >= 10000

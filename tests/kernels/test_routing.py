@@ -133,12 +133,18 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
         many = c.threads == 512 and not (c.mode == "prefill" and c.with_values and c.deterministic)
         assert c.unroll == (4 if c.dtype == "float32" or many else 2), c.name
     assert all(c.prefetch == 0 for c in streaming)  # measured neutral or worse (tune_bandwidth)
-    assert all(c.dtype == "float32" for c in cfgs if c.family == "cluster")
+    assert {c.dtype for c in cfgs if c.family == "cluster"} == {"float32", "bfloat16", "float16"}
+    # 16-bit clusters: two vectors a thread, no bracket on 1024-thread CTAs (it spills there)
+    for c in cfgs:
+        if c.family == "cluster" and c.dtype != "float32":
+            assert c.vecs == 2 and (c.bracket == (c.threads == 512)), c.name
     assert {c.dtype for c in cfgs if c.family == "register"} == {"float32", "bfloat16", "float16"}
     assert {c.threads for c in cfgs} == {512, 1024}
     assert any(c.split for c in cfgs) and any(not c.split for c in cfgs)
     cluster = {(c.cluster, c.threads, c.vecs) for c in cfgs if c.family == "cluster"}
-    assert cluster == {(4, 512, 4), (8, 512, 4), (4, 1024, 4), (8, 1024, 4), (16, 512, 4)}
+    assert cluster == {(4, 512, 4), (8, 512, 4), (4, 1024, 4), (8, 1024, 4), (16, 512, 4)} | {
+        (4, 512, 2), (8, 512, 2), (4, 1024, 2), (16, 512, 2)
+    }  # fmt: skip
     register = {
         (c.threads, c.vecs, c.resident)
         for c in cfgs
@@ -238,7 +244,7 @@ def test_cluster_family_where_it_is_measured_faster():
     assert route_static(portable, rows=1, n_env=CLUSTER_MAX_N + 1, k=512).family == "streaming"
     assert route_static(H200, rows=1, n_env=131073, k=2048).family == "streaming"
     assert route_static(H200, rows=1, n_env=REGISTER_MAX_N, k=512).family == "register"
-    assert route_static(H200, rows=1, n_env=65536, k=512, dtype="bfloat16").family == "streaming"
+    assert route_static(H200, rows=1, n_env=65536, k=512, dtype="bfloat16").family == "cluster"
     small = DeviceSpec("no clusters", "sm_90a", 132, 232448, 233472, max_cluster_size=1)
     assert route_static(small, rows=1, n_env=65536, k=512).family == "streaming"
     with pytest.raises(ValueError, match="families"):
@@ -249,8 +255,8 @@ def test_cluster_family_where_it_is_measured_faster():
 def test_16bit_logits_route_like_float32(dtype):
     """16-bit launches take the float32 route's family and CTA shape, with 16-bit keys and
     vectors of 8 scores: the register-resident family with half the vectors (the same
-    register slots), the streaming cores with the same split and grid; the cluster family
-    reads float32 only, so its envelopes take the register family's wide shape or stream."""
+    register slots), the cluster family with two vectors a thread, the streaming cores with
+    the same split and grid."""
     s = H200.sm_count
     shapes = (
         (1, 100), (1, 4096), (512, 4096), (4 * s, 16384), (1, 16384), (8, 32768), (8, 65536),
@@ -275,8 +281,13 @@ def test_16bit_logits_route_like_float32(dtype):
                 # no bracket where the float32 core takes it only for being lean at 64
                 # registers (the 16-bit bracket code spills there)
                 assert a.config.bracket <= b.config.bracket
+            elif b.family == "cluster" and a.family == "cluster":
+                assert (a.config.cluster, a.config.threads) == (b.config.cluster, b.config.threads)
+                assert (a.config.vecs, a.config.max_n) == (2, b.config.max_n)
+                assert a.config.bracket == (a.config.threads == 512)
             elif b.family == "cluster":
-                # the register family where its wide shape holds the row, else streaming
+                # no 16-bit cluster where its code spills: the register family where its wide
+                # shape holds the row, else streaming
                 assert a.family in ("register", "streaming")
                 assert a.family == "streaming" or a.config.max_n >= n_env
             else:
@@ -288,7 +299,7 @@ def test_16bit_logits_route_like_float32(dtype):
                         b.config.threads,
                     )
                     assert a.workspace_words == b.workspace_words
-    assert seen == {"register", "streaming"}
+    assert seen == {"register", "cluster", "streaming"}
 
 
 def test_max_workspace_words_covers_every_split_route():

@@ -181,6 +181,33 @@ def test_bracket_forced_rows_reach_every_path():
     )
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16bit_bracket_forced_rows_reach_every_path(dtype):
+    """The 16-bit forced rows (values of the format) of the routed 16-bit shape reach every
+    bracket path, and their sampled fallbacks rung in the 16-bit key space."""
+    from gvr_reference.cluster_model import bracket_forced_rows
+    from gvr_reference.keys import format_bits, key_format
+
+    k = 512
+    p = ClusterParams(cluster=4, threads=512, vecs=2, capacity=2048, bracket=True, dtype=dtype)
+    assert p.vec == 8 and p.max_n == 32768
+    x, kv, kind = bracket_forced_rows(np.random.default_rng(5), p, k, p.max_n + 64)
+    format_bits(x, key_format(dtype))  # every score is a value of the format
+    traces = [simulate_row(x[r, : kv[r]], k, p) for r in range(x.shape[0])]
+    paths = {}
+    for r, t in enumerate(traces):
+        paths.setdefault(int(kind[r]), set()).add(t.path)
+    assert paths[1] == {Path.BRACKET}
+    assert paths[2] == {Path.BRACKET_NARROW}
+    assert paths[3] == {Path.BRACKET_OVERFLOW}
+    assert paths[9] == {Path.BRACKET_RANK}
+    assert paths[7] == {Path.SHORT} and paths[8] == {Path.WHOLE_ROW}
+    for kd in (4, 5, 6):
+        assert not paths[kd] & {Path.BRACKET, Path.BRACKET_RANK, Path.BRACKET_NARROW}
+    sampled = [t for t in traces if t.path in (Path.FIRST, Path.TIE)]
+    assert sampled and all(0 < t.t1 <= 0xFFFF for t in sampled)
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     cluster=st.sampled_from([2, 4, 8]),

@@ -63,9 +63,11 @@ and deterministic ties keep two, four spill there) and two on the 1024-thread co
 or faster at b <= 128). The bulk L2 prefetch (``prefetch``) measured neutral or slower for
 every format and shape once the hot loop was one compare per score; no route uses it (H200,
 raw kernel times in ``benchmarks/results/h200/tune_bandwidth.log``). The register-resident
-family serves 16-bit envelopes by the float32 rules, on the same CTA shapes with half the
-vectors (the same register slots: eight scores a vector); the cluster-register family reads
-float32 only, so 16-bit envelopes above the register family's stream.
+and cluster-register families serve 16-bit envelopes by the float32 rules, on the same CTA
+shapes with half the vectors (the same register slots: eight scores a vector), except where
+the 16-bit code spills at 64 registers (the compile audit): no bracket there, and no 16-bit
+cluster of 1024-thread CTAs where only its bracket was routed or for prefill windows with
+values and deterministic ties.
 """
 
 from __future__ import annotations
@@ -237,7 +239,16 @@ def _register_shape(
     return None
 
 
-def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int, mode: str, with_values: bool):
+def _cluster_core(
+    spec: DeviceSpec,
+    rows: int,
+    n_env: int,
+    k: int,
+    mode: str,
+    with_values: bool,
+    dtype: str = "float32",
+    deterministic: bool = False,
+):
     """The cluster-register core for a launch, or None where another family is faster.
 
     Measured on the H200 (``tools/tune_cluster.py``, ``tune_cluster.log`` runs 1-4; b = 1
@@ -265,7 +276,12 @@ def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int, mode: str, wi
     if not REGISTER_MAX_N < n_env <= CLUSTER_WIDE_N:
         return None
     limit = spec.sm_count // 2
+    half = dtype != "float32"
     wide_bracket = k > CLUSTER_BRACKET_MIN_K and mode != "prefill" and not with_values
+    # 16-bit logits: the same CTAs and register slots with eight scores a vector; at 1024
+    # threads (64 registers) their bracket code spills, and so does the sampled code for
+    # prefill windows with values and deterministic ties (the compile audit).
+    wide_bracket = wide_bracket and not half
     if n_env > CLUSTER_MAX_N:
         if 16 * rows <= limit and spec.max_cluster_size >= 16:
             shape = (16, 512)
@@ -279,8 +295,13 @@ def _cluster_core(spec: DeviceSpec, rows: int, n_env: int, k: int, mode: str, wi
         shape = (4, 1024) if 4 * rows <= limit else None
     if shape is None or shape[0] > spec.max_cluster_size:
         return None
+    if half and shape[1] == 1024 and mode == "prefill" and with_values and deterministic:
+        return None
     bracket = shape[1] == 512 or wide_bracket
-    return ClusterConfig(cluster=shape[0], threads=shape[1], vecs=4, bracket=bracket)
+    vecs = 2 if half else 4
+    return ClusterConfig(
+        cluster=shape[0], threads=shape[1], vecs=vecs, bracket=bracket, dtype=dtype
+    )
 
 
 @dataclass(frozen=True)
@@ -369,8 +390,8 @@ def route_static(
     if unknown:
         raise ValueError(f"families must be among {FAMILY_NAMES}, got {sorted(unknown)}")
     reg = clu = None
-    if dtype == "float32" and "cluster" in families:
-        clu = _cluster_core(spec, rows, n_env, k, mode, with_values)
+    if "cluster" in families:
+        clu = _cluster_core(spec, rows, n_env, k, mode, with_values, dtype, deterministic)
     if clu is not None and clu.smem_bytes <= spec.smem_per_block:
         config = replace(clu, mode=mode, with_values=with_values, deterministic=deterministic)
         return Route(

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .keys import order_key
+from .keys import format_keys, key_format, order_key
 from .model import Path, RowTrace
 from .register_model import (
     bracket,
@@ -105,6 +105,9 @@ class ClusterParams:
         aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
         capacity: the leader's staging entries.
         bracket: rows take the bracket path where it applies (False: always sampled).
+        dtype: the logits format: ``vec`` scores a 16-byte vector (4 float32, 8 bfloat16 /
+            float16); as in ``gvr_reference.register_model``, the bracket reads the float32
+            widening and the sampled path works in the format's key space.
     """
 
     cluster: int
@@ -113,6 +116,7 @@ class ClusterParams:
     aim_mult: int = 2
     capacity: int = 16384
     bracket: bool = False
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.cluster not in CLUSTER_SIZES:
@@ -125,6 +129,17 @@ class ClusterParams:
             raise ValueError(f"aim_mult must be >= 1, got {self.aim_mult}")
         if self.capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
+        key_format(self.dtype)
+
+    @property
+    def vec(self) -> int:
+        """Scores per 16-byte vector."""
+        return key_format(self.dtype).vec
+
+    def whole_vectors(self, n: int, lead: int) -> int:
+        """Whole 16-byte vectors of a window of ``n`` scores starting ``lead < vec`` lanes into
+        its first vector."""
+        return (lead + n) // self.vec
 
     @property
     def cta_vecs(self) -> int:
@@ -133,9 +148,9 @@ class ClusterParams:
 
     @property
     def max_n(self) -> int:
-        """Longest row the cluster holds at any window misalignment (``(lead + n) >> 2``
-        whole vectors fit, the 0-3 scores after them are the tail)."""
-        return 4 * self.cluster * self.cta_vecs
+        """Longest row the cluster holds at any window misalignment (``(lead + n) // vec``
+        whole vectors fit, the fewer than ``vec`` scores after them are the tail)."""
+        return self.vec * self.cluster * self.cta_vecs
 
     @property
     def sample_slots(self) -> int:
@@ -144,14 +159,15 @@ class ClusterParams:
 
 
 def _thread_slots(n: int, lead: int, p: ClusterParams):
-    """Window positions of every held slot, ``[cluster, threads, 4 * vecs]``, and whether
+    """Window positions of every held slot, ``[cluster, threads, vec * vecs]``, and whether
     each lies in the window."""
+    vec = p.vec
     r = np.arange(p.cluster, dtype=np.int64)[:, None, None]
     t = np.arange(p.threads, dtype=np.int64)[None, :, None]
-    slot = np.arange(4 * p.vecs, dtype=np.int64)[None, None, :]
-    v = r * p.cta_vecs + t + (slot // 4) * p.threads
-    pos = 4 * v + slot % 4 - lead
-    return pos, (v < (lead + n) >> 2) & (pos >= 0)
+    slot = np.arange(vec * p.vecs, dtype=np.int64)[None, None, :]
+    v = r * p.cta_vecs + t + (slot // vec) * p.threads
+    pos = vec * v + slot % vec - lead
+    return pos, (v < p.whole_vectors(n, lead)) & (pos >= 0)
 
 
 def group_lanes(k: int, p: ClusterParams) -> int:
@@ -175,7 +191,7 @@ def bracket_low(keys: np.ndarray, k: int, lead: int, p: ClusterParams) -> int:
     ``k`` single threads (``gvr_reference.register_model.bracket_low``)."""
     n = keys.shape[0]
     lo = int(keys[:k].min())
-    nvec = (lead + n) >> 2
+    nvec = p.whole_vectors(n, lead)
     g = group_lanes(k, p)
     r = np.arange(p.cluster, dtype=np.int64)[:, None]
     t = np.arange(p.threads, dtype=np.int64)[None, :]
@@ -184,7 +200,7 @@ def bracket_low(keys: np.ndarray, k: int, lead: int, p: ClusterParams) -> int:
         return lo
     pos, valid = _thread_slots(n, lead, p)
     tk = np.where(valid, keys[np.where(valid, pos, 0)], 0).astype(np.int64).max(axis=2)
-    tail = nvec * 4 - lead + np.arange(32)
+    tail = nvec * p.vec - lead + np.arange(32)
     has = tail < n
     tk[-1, :32] = np.maximum(tk[-1, :32], np.where(has, keys[np.where(has, tail, 0)], 0))
     gk = np.repeat(tk.reshape(p.cluster, p.threads // g, g).max(axis=2), g, axis=1)
@@ -198,8 +214,8 @@ def thread_sample(keys: np.ndarray, lead: int, p: ClusterParams) -> np.ndarray:
     t = np.arange(p.threads, dtype=np.int64)
     r = np.arange(p.cluster, dtype=np.int64)[:, None]
     v = r * p.cta_vecs + t + (t % p.vecs) * p.threads
-    pos = (4 * v + (t // p.vecs) % 4 - lead).ravel()
-    valid = (v.ravel() < (lead + n) >> 2) & (pos >= 0)
+    pos = (p.vec * v + (t // p.vecs) % p.vec - lead).ravel()
+    valid = (v.ravel() < p.whole_vectors(n, lead)) & (pos >= 0)
     return np.where(valid, keys[np.where(valid, pos, 0)], 0).astype(np.uint32)
 
 
@@ -207,22 +223,23 @@ def sample_positions(n: int, lead: int, p: ClusterParams) -> np.ndarray:
     """Window positions of the valid sample slots, CTA by CTA in thread order."""
     t = np.arange(p.threads, dtype=np.int64)
     j = t % p.vecs
-    q = (t // p.vecs) % 4
+    q = (t // p.vecs) % p.vec
     r = np.arange(p.cluster, dtype=np.int64)[:, None]
     v = r * p.cta_vecs + t + j * p.threads
-    pos = (4 * v + q - lead).ravel()
+    pos = (p.vec * v + q - lead).ravel()
     v = np.broadcast_to(v, (p.cluster, p.threads)).ravel()
-    return pos[(v < (lead + n) >> 2) & (pos >= 0)]
+    return pos[(v < p.whole_vectors(n, lead)) & (pos >= 0)]
 
 
 def simulate_row(values: np.ndarray, k: int, p: ClusterParams, lead: int = 0) -> RowTrace:
     """Predict the cluster-register kernel's path for one row.
 
     Args:
-        values: float32 ``[n]``, the row's valid window.
+        values: float32 ``[n]``, the row's valid window (for a 16-bit ``p.dtype``, values of
+            that format).
         k: top-K size.
         p: the configuration.
-        lead: window start modulo 4 (prefill rows); decode rows use 0.
+        lead: window start modulo ``p.vec`` (prefill rows); decode rows use 0.
 
     Returns:
         The :class:`gvr_reference.model.RowTrace`. Bracket paths: ``t1`` is the bracket's
@@ -232,9 +249,10 @@ def simulate_row(values: np.ndarray, k: int, p: ClusterParams, lead: int = 0) ->
     n = int(values.shape[0])
     if n <= k:
         return RowTrace(Path.SHORT, n)
-    if not 1 <= (lead + n) >> 2 <= p.cluster * p.cta_vecs:
+    if not 1 <= p.whole_vectors(n, lead) <= p.cluster * p.cta_vecs:
         return RowTrace(Path.WHOLE_ROW, n)
-    keys = order_key(np.ascontiguousarray(values, dtype=np.float32))
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    keys = order_key(values)  # the bracket reads the float32 widening
     br = bracket(bracket_low(keys, k, lead, p), int(keys.max())) if p.bracket else None
     if br is not None and not crowded_sample(thread_sample(keys, lead, p)):
         return bracket_trace(keys, br, k, p.capacity)
@@ -243,7 +261,8 @@ def simulate_row(values: np.ndarray, k: int, p: ClusterParams, lead: int = 0) ->
     if plan.unsampled:
         path = Path.UNSAMPLED if n <= p.capacity else Path.RESCUE_OVERFLOW
         return RowTrace(path, n, t1=1, count1=n)
-    return sampled_trace(keys, pos, k, plan.j1, p.capacity)
+    fmt = key_format(p.dtype)
+    return sampled_trace(format_keys(values, fmt), pos, k, plan.j1, p.capacity, fmt.key_max)
 
 
 def simulate_windows(
@@ -266,7 +285,15 @@ def bracket_forced_rows(
     of the row (a crowded sample: the sampled path), 5 a NaN, 6 a ``+inf`` (an end not
     finite), 7 short rows, 8 rows longer than the cluster holds, 9 ``k - 10`` outliers above a
     run of 20 consecutive floats at 50.0 (a crossing bin of 20 keys, 10 of them wanted:
-    ranked). ``width`` must be at least ``max_n + 8``; ``k >= 10``."""
+    ranked). ``width`` must be at least ``max_n + 8``; ``k >= 10``.
+
+    For a 16-bit ``p.dtype`` (rows rounded to the format; runs of consecutive 16-bit values
+    span octaves, so the runs are value intervals instead): kinds 2 and 3 put their scores
+    uniformly in ``[20, 21)`` below one score of ``6e4``, which makes the bins about 29 wide
+    and leaves the run alone in its bin; kind 9's run is 20 copies of ``50.0``."""
+    from .keys import key_format, round_to_format
+
+    half = p.dtype != "float32"
     kinds = 10
     rows = kinds * per_kind
     n = p.max_n
@@ -280,6 +307,11 @@ def bracket_forced_rows(
         elif kind[r] == 1:
             at = g.choice(n, k, replace=False)
             x[r, at] = 100.0 + np.arange(k, dtype=np.float32) / 1024
+        elif kind[r] in (2, 3) and half:
+            m = p.capacity * 3 // 4 if kind[r] == 2 else 6 * p.capacity
+            at = g.choice(n, m + 1, replace=False)
+            x[r, at[:m]] = 20.0 + g.random(m, dtype=np.float32)
+            x[r, at[m]] = 6.0e4
         elif kind[r] in (2, 3):
             m = p.capacity * 3 // 4 if kind[r] == 2 else 6 * p.capacity
             run = np.float32(3.0).view(np.int32) + np.arange(m, dtype=np.int32)
@@ -301,5 +333,7 @@ def bracket_forced_rows(
             at = g.choice(n, k + 10, replace=False)
             x[r, at[: k - 10]] = 100.0 + np.arange(k - 10, dtype=np.float32) / 1024
             run = np.float32(50.0).view(np.int32) + np.arange(20, dtype=np.int32)
-            x[r, at[k - 10 : k + 10]] = run.view(np.float32)
+            x[r, at[k - 10 : k + 10]] = 50.0 if half else run.view(np.float32)
+    if half:
+        x = round_to_format(x, key_format(p.dtype))
     return x, kv, kind

@@ -38,18 +38,23 @@ class ClusterConfig:
         cluster: CTAs per row, one thread-block cluster (2, 4, 8, or the non-portable 16).
         threads: CTA size (512 or 1024).
         vecs: 16-byte vectors each thread holds (1 to 8); a row of up to
-            ``4 * cluster * threads * vecs`` scores fits.
+            ``vec * cluster * threads * vecs`` scores fits (``vec``: 4 float32 or 8 16-bit
+            scores a vector).
         aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
         capacity: the leader CTA's staging entries (order key and position, 8 bytes each),
             at least 2048 (the largest K); more survivors than this take the whole-row
             selection.
-        with_values: also write the fp32 values of the selection (``-FLT_MAX`` beside ``-1``).
+        with_values: also write the values of the selection in the logits format (its most
+            negative finite value beside ``-1``).
         deterministic: the K-th value's tie class yields its smallest indices.
         bracket: rows take the bracket histogram path where it applies (the bracket's ends
             and the ``BRACKET_BINS`` bins' counts agreed through DSMEM, no sample exchange;
             ``gvr_reference.cluster_model``); False: every row takes the sampled path.
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
             tensor.
+        dtype: the logits format, ``"float32"``, ``"bfloat16"`` or ``"float16"`` (16-bit rows
+            as in ``RegisterConfig``: raw bits held, the bracket on their float32 widening,
+            the sample and every radix selection in the 16-bit key space).
     """
 
     mode: str = "decode"
@@ -62,11 +67,10 @@ class ClusterConfig:
     deterministic: bool = False
     bracket: bool = False
     record_paths: bool = False
+    dtype: str = "float32"
 
     #: The family this configuration belongs to (``gvr_kernels.registry``).
     family = "cluster"
-    #: The logits format: the family reads float32 only.
-    dtype = "float32"
     #: 16-byte vectors per thread per tile when a row is read from global memory.
     unroll = 4
     #: The staging buffer holds order keys (the selected values are read back from memory).
@@ -76,10 +80,11 @@ class ClusterConfig:
 
     @property
     def key_format(self) -> KeyFormat:
-        """The order-key format of the logits (float32)."""
+        """The order-key format of the logits (``gvr_reference.keys.KeyFormat``)."""
         return key_format(self.dtype)
 
     def __post_init__(self) -> None:
+        key_format(self.dtype)  # validates the name
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.threads not in (512, 1024):
@@ -105,6 +110,7 @@ class ClusterConfig:
             aim_mult=self.aim_mult,
             capacity=self.capacity,
             bracket=self.bracket,
+            dtype=self.dtype,
         )
 
     @property
@@ -201,4 +207,6 @@ class ClusterConfig:
             parts.append("bracket")
         if self.record_paths:
             parts.append("paths")
+        if self.dtype != "float32":
+            parts.append({"bfloat16": "bf16", "float16": "f16"}[self.dtype])
         return "_".join(parts)

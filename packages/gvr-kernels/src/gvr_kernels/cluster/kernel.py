@@ -7,10 +7,10 @@ Per row (decisions and their CPU model: ``gvr_reference.cluster_model``; invaria
 1. **Window** as in the streaming family; rows with ``n <= k`` are written by the leader
    (rank 0) as the identity then ``-1``.
 2. **Load.** CTA ``r`` issues the 16-byte loads of its chunk (vector ``r V + tid + j *
-   threads``, ``V = threads * vecs``), the last CTA's warp 0 the 0-3 tail scores, all before
-   any is used; every CTA zeroes its control words and arrives at the cluster barrier while
-   the loads are in flight (a remote write must not reach a CTA before it runs, nor before
-   its words are zeroed).
+   threads``, ``V = threads * vecs``), the last CTA's warp 0 the tail scores (fewer than a
+   vector's), all before any is used; every CTA zeroes its control words and arrives at the
+   cluster barrier while the loads are in flight (a remote write must not reach a CTA before
+   it runs, nor before its words are zeroed).
 3. **Sample exchange.** Every thread stores its sample key into slot ``r * threads + tid``
    of every CTA's sample array (DSMEM), every warp adds its valid-slot count to every CTA's
    counter and its largest key to the leader's; one cluster barrier, and every CTA holds the
@@ -39,6 +39,10 @@ leave. Rows the bracket cannot serve take steps 3-6.
 
 No global memory is written before the answer and nothing is left to clean: the family needs
 no workspace and is safe under CUDA-graph replay.
+
+16-bit logits (``ClusterConfig.dtype``) are held as raw bits, eight scores a vector, as in the
+register-resident family: the bracket bins their exact float32 widening, the sample, the rung,
+the staged keys and every radix selection use the 16-bit key space.
 """
 
 from __future__ import annotations
@@ -52,7 +56,6 @@ from gvr_reference.register_model import CROWD_MIN, RANK_MAX, register_plan
 
 from ..device import shared
 from ..device.bracket import (
-    NEG_INF_BITS,
     POS_INF_BITS,
     bin_masks,
     bracket_bin,
@@ -72,11 +75,11 @@ from ..device.cluster import (
     store_async,
     store_remote,
 )
-from ..device.keys import KEY_MAX, order_key
+from ..device.keys import KEY_MAX, format_key_of, order_key, vector_bits, widen_bits
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import count_shared_if, load_scalar, load_vec4
+from ..device.memory import count_shared_if, load_score, load_vec4
 from ..device.ops import DEVICE_OPS, umax, umin
-from ..device.sampling import sample_slot, thread_sample_key
+from ..device.sampling import sample_slot
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
 from ..device.shared import ctl_u32, record_path
 from ..device.staging import packed_warp_slots, warp_slots
@@ -104,15 +107,16 @@ def allocate_shared(cfg: cutlass.Constexpr):
 
 
 class ClusterTopK:
-    """Exact top-K over rows of fp32 logits held in the registers of a thread-block cluster
-    (see the module docstring).
+    """Exact top-K over rows of float32, bfloat16 or float16 logits (``config.dtype``) held in
+    the registers of a thread-block cluster (see the module docstring).
 
     Launch arguments: the common kernel ABI (``gvr_kernels.abi.KernelArgs``); ``workspace``
     and ``parts`` are unused (the grid is ``cluster`` CTAs per row, one cluster each).
-    Supported: as the streaming family (fp32, unit inner stride, row stride a multiple of 4,
-    16-byte-aligned base), ``1 <= k <= 2048``, any row length (rows longer than
-    ``config.max_n`` are read from memory by the leader), at most 65,535 rows per launch (the
-    grid's second dimension; the router sends at most ``sm_count / 8`` rows here).
+    Supported: as the streaming family (unit inner stride, row stride a multiple of a 16-byte
+    vector's scores, 16-byte-aligned base; values in the logits dtype), ``1 <= k <= 2048``,
+    any row length (rows longer than ``config.max_n`` are read from memory by the leader), at
+    most 65,535 rows per launch (the grid's second dimension; the router sends at most
+    ``sm_count / 8`` rows here).
     """
 
     def __init__(self, config: ClusterConfig):
@@ -122,11 +126,11 @@ class ClusterTopK:
     @cute.jit
     def __call__(
         self,
-        logits: cute.Tensor,  # (rows, width) : (row_stride, 1), fp32
+        logits: cute.Tensor,  # (rows, width) : (row_stride, 1), config.dtype
         lens_a: cute.Tensor,  # (?,) int32
         lens_b: cute.Tensor,  # (?,) int32
         out: cute.Tensor,  # (rows, k) int32
-        values: cute.Tensor,  # (rows, k) fp32
+        values: cute.Tensor,  # (rows, k) config.dtype
         workspace: cute.Tensor,  # (?,) uint32, unused
         paths: cute.Tensor,  # (?,) int32
         k: Int32,
@@ -165,10 +169,11 @@ class ClusterTopK:
         parts: Int32,
     ):
         cfg = self.cfg
+        fmt = cfg.key_format
         rank, row, _ = cute.arch.block_idx()
         sh, _ = allocate_shared(cfg)
 
-        n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift)
+        n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift, fmt)
 
         # Every CTA of the cluster sees the same window, so all take the same branch.
         if n <= k:
@@ -176,16 +181,17 @@ class ClusterTopK:
                 write_short_row(cfg, out, values, base, lead, row, n, k)
                 self._record(paths, row, Int32(Path.SHORT))
         else:
-            nvec = (lead + n) >> 2
-            win = Window(base, lead, nvec, cutlass.max(nvec * 4 - lead, Int32(0)), n)
+            nvec = (lead + n) >> Int32(fmt.vec.bit_length() - 1)
+            win = Window(base, lead, nvec, cutlass.max(nvec * fmt.vec - lead, Int32(0)), n)
             if (nvec >= 1) & (nvec <= cfg.cluster * cfg.threads * cfg.vecs):
                 self._held_row(sh, out, values, paths, win, rank, row, k)
             elif rank == _LEADER:
                 self._zero_shared(sh)
                 cute.arch.barrier()
                 select_and_emit(
-                    cfg, sh, win, Source.ROW, out, values, row, k, Uint32(0), Uint32(KEY_MAX), n
-                )
+                    cfg, sh, win, Source.ROW, out, values, row, k, Uint32(0),
+                    Uint32(fmt.key_max), n,
+                )  # fmt: skip
                 self._record(paths, row, Int32(Path.WHOLE_ROW))
 
     # ------------------------------------------------------------------ row bodies
@@ -236,38 +242,42 @@ class ClusterTopK:
         # Release: this CTA runs and its words are zero before any remote write reaches it.
         cute.arch.cluster_arrive()
 
-        p0 = (v0 + tid) * 4 - lead
+        fmt = cfg.key_format
+        vec = fmt.vec
+        p0 = (v0 + tid) * vec - lead
         keys = []
         for j in cutlass.range_constexpr(cfg.vecs):
-            for q in cutlass.range_constexpr(4):
+            for q in cutlass.range_constexpr(vec):
                 ok = self._slot_ok(j, q, v0, p0, nvec)
-                keys.append(Uint32(cutlass.select_(ok, order_key(raw[j][q]), Uint32(0))))
-        keys.append(Uint32(cutlass.select_(tail_ok, order_key(tail_bits), Uint32(0))))
+                keys.append(Uint32(cutlass.select_(ok, order_key(raw[j][q], fmt), Uint32(0))))
+        keys.append(Uint32(cutlass.select_(tail_ok, order_key(tail_bits, fmt), Uint32(0))))
         top = keys[0]
         for i in cutlass.range_constexpr(1, len(keys)):
             top = cutlass.max(top, keys[i])
         top = Uint32(cute.arch.warp_redux_sync(top, "umax"))
-        return RegisterRow(keys, p0, t_pos), top, thread_sample_key(cfg.vecs, keys)
+        return RegisterRow(keys, p0, t_pos), top, sample_slot(cfg.vecs, keys, Uint32(0), vec)
 
     @cute.jit
     def _issue_loads(self, win, rank: Int32):
         """Issue this CTA's 16-byte loads (vector ``r V + tid + j * threads``) and, on the last
         CTA's warp 0, the load of its tail score, all before any is used (a missing vector or
-        tail score reads position 0 and is discarded). Returns ``(raw vectors, tail position,
-        whether this lane holds a tail score, its bits)``."""
+        tail score reads position 0 and is discarded). Returns ``(the raw bits of each vector's
+        scores, tail position, whether this lane holds a tail score, its bits)``."""
         cfg = self.cfg
         threads = cfg.threads
         tid, _, _ = cute.arch.thread_idx()
         lane = cute.arch.lane_idx()
         base, lead, nvec, tail_start, n = win
         v0 = rank * (threads * cfg.vecs)
+        fmt = cfg.key_format
         raw = []
         for j in cutlass.range_constexpr(cfg.vecs):
             v = v0 + tid + j * threads
-            raw.append(load_vec4(base + Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(4)))
+            at = Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(fmt.vec)
+            raw.append(vector_bits(load_vec4(base + at), fmt))
         t_pos = tail_start + lane
         tail_ok = (rank == cfg.cluster - 1) & (tid // 32 == 0) & (t_pos < n)
-        tail_bits = load_scalar(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))))
+        tail_bits = load_score(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))), fmt)
         return raw, t_pos, tail_ok, tail_bits
 
     @cute.jit
@@ -303,6 +313,7 @@ class ClusterTopK:
         else ``FIRST`` and the rung, and whether it is crowded (a single key that at least
         two sample keys share, ``gvr_reference.model.crowded_rung``)."""
         cfg = self.cfg
+        key_max = Uint32(cfg.key_format.key_max)
         plan = register_plan(win.n, k, sh.ctl[_SVALID], cfg.aim_mult, DEVICE_OPS)
         code = Int32(Path.UNSAMPLED)
         thr = Uint32(1)
@@ -318,11 +329,11 @@ class ClusterTopK:
                 Goal.RUNG,
                 plan.j1,
                 Uint32(1),
-                Uint32(KEY_MAX),
+                key_max,
                 Uint32(0),
                 Int32(cfg.sample_slots),
             )
-            if (ties >= 2) & (thr < Uint32(KEY_MAX)):
+            if (ties >= 2) & (thr < key_max):
                 crowded = Int32(1)
         return code, thr, crowded
 
@@ -354,14 +365,13 @@ class ClusterTopK:
     def _finish(self, sh, win, out, values, paths, row, k, code, thr, lo, crowded):
         """The leader's selection over the gathered survivors, or the exact fallbacks."""
         cfg = self.cfg
+        key_max = Uint32(cfg.key_format.key_max)
         count = sh.ctl[Ctl.CNT]
         eq = sh.ctl[Ctl.EQCNT]
         max_key = Uint32(sh.ctl[Ctl.MAXKEY])
         if count > cfg.capacity:
             code = Int32(Path.RESCUE_OVERFLOW)
-            select_and_emit(
-                cfg, sh, win, Source.ROW, out, values, row, k, lo, Uint32(KEY_MAX), count
-            )
+            select_and_emit(cfg, sh, win, Source.ROW, out, values, row, k, lo, key_max, count)
         elif count >= k:
             select_and_emit(
                 cfg, sh, win, Source.STAGE, out, values, row, k, lo, max_key, count,
@@ -381,7 +391,7 @@ class ClusterTopK:
         else:
             code = Int32(Path.RESCUE_UNDERESTIMATE)
             select_and_emit(
-                cfg, sh, win, Source.ROW, out, values, row, k, Uint32(0), Uint32(KEY_MAX), count
+                cfg, sh, win, Source.ROW, out, values, row, k, Uint32(0), key_max, count
             )
         self._record(paths, row, code)
 
@@ -391,6 +401,8 @@ class ClusterTopK:
         """A row of a bracket configuration: load, the cluster's reductions, then the bracket
         path, or the sampled path for rows it cannot serve."""
         cfg = self.cfg
+        fmt = cfg.key_format
+        vec = fmt.vec
         threads = cfg.threads
         warps = threads // 32
         tid, _, _ = cute.arch.thread_idx()
@@ -407,19 +419,21 @@ class ClusterTopK:
         # remote write reaches it.
         cute.arch.cluster_arrive()
 
-        # ---- the held scores as float32 bits, -inf outside the window
-        p0 = (v0 + tid) * 4 - lead
+        # ---- the held scores as raw bits, -inf outside the window (the float reductions
+        # read their exact float32 widening)
+        neg_inf = Uint32(fmt.sign | fmt.inf_bits)
+        p0 = (v0 + tid) * vec - lead
         bits = []
         for j in cutlass.range_constexpr(cfg.vecs):
-            for q in cutlass.range_constexpr(4):
+            for q in cutlass.range_constexpr(vec):
                 ok = self._slot_ok(j, q, v0, p0, nvec)
-                bits.append(Uint32(cutlass.select_(ok, raw[j][q], Uint32(NEG_INF_BITS))))
-        bits.append(Uint32(cutlass.select_(tail_ok, tail_bits, Uint32(NEG_INF_BITS))))
+                bits.append(Uint32(cutlass.select_(ok, raw[j][q], neg_inf)))
+        bits.append(Uint32(cutlass.select_(tail_ok, tail_bits, neg_inf)))
         regs = RegisterRow(bits, p0, t_pos)
         holds = v0 + tid < nvec
-        tmax = bits[0]
+        tmax = widen_bits(bits[0], fmt)
         for i in cutlass.range_constexpr(1, len(bits)):
-            tmax = fmax_nan(tmax, bits[i])
+            tmax = fmax_nan(tmax, widen_bits(bits[i], fmt))
         first = Uint32(POS_INF_BITS)
         for i in cutlass.range_constexpr(len(bits)):
             if const_expr(may_lead(cfg, i)):
@@ -428,8 +442,9 @@ class ClusterTopK:
                 if const_expr(i == len(bits) - 1):
                     mine = mine & tail_ok
                 else:
-                    mine = mine & (v0 + tid + (i // 4) * threads < nvec)
-                first = fmin(first, Uint32(cutlass.select_(mine, bits[i], Uint32(POS_INF_BITS))))
+                    mine = mine & (v0 + tid + (i // vec) * threads < nvec)
+                wide = widen_bits(bits[i], fmt)
+                first = fmin(first, Uint32(cutlass.select_(mine, wide, Uint32(POS_INF_BITS))))
         # The maximum of each group of g consecutive lanes, g the largest power of two
         # <= 32 with g * k <= the cluster's threads (gvr_reference.cluster_model.bracket_low):
         # k groups' maxima are k distinct scores, a far higher low end than k threads'.
@@ -506,7 +521,8 @@ class ClusterTopK:
             self._send_sample(sh, rank, self._sample_key(bits, v0, lead, nvec))
             if tid == 0:
                 sh.ctl[_SVALID] = s_valid
-                sh.ctl[Ctl.MAXKEY] = Int32(max_key)
+                # the float32 key of the widened top, in the format's key space
+                sh.ctl[Ctl.MAXKEY] = Int32(format_key_of(max_key, fmt))
             cluster_sync()
             self._sampled(sh, keys, win, out, values, paths, rank, row, k)
 
@@ -517,32 +533,37 @@ class ClusterTopK:
         and its lane is not before the window start."""
         tid, _, _ = cute.arch.thread_idx()
         threads = self.cfg.threads
-        return (v0 + tid + j * threads < nvec) & (p0 + (j * 4 * threads + q) >= 0)
+        vec = self.cfg.key_format.vec
+        return (v0 + tid + j * threads < nvec) & (p0 + (j * vec * threads + q) >= 0)
 
     @cute.jit
     def _sample_key(self, bits, v0: Int32, lead: Int32, nvec: Int32) -> Uint32:
         """This thread's sample key (``gvr_reference.cluster_model.thread_sample``): slot
-        ``(j, q)`` with ``j = tid % vecs`` and ``q = (tid // vecs) % 4``, 0 outside the
-        window."""
+        ``(j, q)`` with ``j = tid % vecs`` and ``q = (tid // vecs) % vec``, 0 outside the
+        window; in the format's key space."""
         cfg = self.cfg
+        fmt = cfg.key_format
+        vec = fmt.vec
         tid, _, _ = cute.arch.thread_idx()
-        pick = sample_slot(cfg.vecs, bits)
+        pick = sample_slot(cfg.vecs, bits, vec=vec)
         v_s = v0 + tid + (tid % cfg.vecs) * cfg.threads
-        ok = (v_s < nvec) & (v_s * 4 + (tid // cfg.vecs) % 4 - lead >= 0)
-        return Uint32(cutlass.select_(ok, order_key(pick), Uint32(0)))
+        ok = (v_s < nvec) & (v_s * vec + (tid // cfg.vecs) % vec - lead >= 0)
+        return Uint32(cutlass.select_(ok, order_key(pick, fmt), Uint32(0)))
 
     @cute.jit
     def _keys(self, regs, v0: Int32, nvec: Int32, tail_ok):
-        """The held float32 bits as a :class:`RegisterRow` of canonical order keys (0 outside
-        the window), for the sampled path."""
+        """The held raw bits as a :class:`RegisterRow` of canonical order keys in the format's
+        key space (0 outside the window), for the sampled path."""
         cfg = self.cfg
+        fmt = cfg.key_format
+        vec = fmt.vec
         keys = []
         for j in cutlass.range_constexpr(cfg.vecs):
-            for q in cutlass.range_constexpr(4):
+            for q in cutlass.range_constexpr(vec):
                 ok = self._slot_ok(j, q, v0, regs.p0, nvec)
-                key = order_key(regs.keys[j * 4 + q])
+                key = order_key(regs.keys[j * vec + q], fmt)
                 keys.append(Uint32(cutlass.select_(ok, key, Uint32(0))))
-        tail = order_key(regs.keys[4 * cfg.vecs])
+        tail = order_key(regs.keys[vec * cfg.vecs], fmt)
         keys.append(Uint32(cutlass.select_(tail_ok, tail, Uint32(0))))
         return RegisterRow(keys, regs.p0, regs.tail_pos)
 
@@ -575,6 +596,7 @@ class ClusterTopK:
         asynchronous DSMEM store completing on the receiver's mbarrier; one relaxed cluster
         barrier before the CTAs leave. Returns the path code."""
         cfg = self.cfg
+        fmt = cfg.key_format
         threads = cfg.threads
         warps = threads // 32
         slice_bins = cfg.slice_bins
@@ -588,7 +610,7 @@ class ClusterTopK:
         # predicated reduction, no access for those lanes)
         hist = sh.bhist.iterator.toint()
         for i in cutlass.range_constexpr(nk):
-            b = bracket_bin(bits[i], vlo, scale, BRACKET_BINS)
+            b = bracket_bin(widen_bits(bits[i], fmt), vlo, scale, BRACKET_BINS)
             count_shared_if(hist + b * 4, cutlass.select_(b != 0, 1, 0))
         if tid == 0:
             sh.ctl[Ctl.VLO] = Int32(vlo)
@@ -667,11 +689,11 @@ class ClusterTopK:
             cute.arch.cluster_arrive_relaxed()
             if rank == _LEADER:
                 select_and_emit(
-                    cfg, sh, win, Source.ROW, out, values, row, k, lo_key, Uint32(KEY_MAX),
-                    win.n,
+                    cfg, sh, win, Source.ROW, out, values, row, k, format_key_of(lo_key, fmt),
+                    Uint32(fmt.key_max), win.n,
                 )  # fmt: skip
         else:
-            gt, eq, n_gt, n_eq = bin_masks(bits, vlo, scale, cb, BRACKET_BINS)
+            gt, eq, n_gt, n_eq = bin_masks(bits, vlo, scale, cb, BRACKET_BINS, fmt)
             # The leader's cluster-wide cursor (a word its own emission never uses).
             cursor = remote(sh.ctl.iterator + _GT_CURSOR, Int32(_LEADER))
             if m == need:
@@ -694,7 +716,7 @@ class ClusterTopK:
                     )
                     for i in cutlass.range_constexpr(nk):
                         if ((eq[i // 32] >> Uint32(i % 32)) & Uint32(1)) != Uint32(0):
-                            key = order_key(bits[i])
+                            key = order_key(bits[i], fmt)
                             pos = regs.pos(i, cfg)
                             store_async(sh.stage_bits.iterator + slot, _LEADER, gather, [key])
                             store_async(sh.stage_idx.iterator + slot, _LEADER, gather, [pos])
