@@ -66,8 +66,7 @@ raw kernel times in ``benchmarks/results/h200/tune_bandwidth.log``). The registe
 and cluster-register families serve 16-bit envelopes by the float32 rules, on the same CTA
 shapes with half the vectors (the same register slots: eight scores a vector), except where
 the 16-bit code spills at 64 registers (the compile audit): no bracket there, and no 16-bit
-cluster of 1024-thread CTAs where only its bracket was routed or for prefill windows with
-values and deterministic ties.
+cluster of 1024-thread CTAs where only its bracket was routed or with deterministic ties.
 """
 
 from __future__ import annotations
@@ -279,8 +278,9 @@ def _cluster_core(
     half = dtype != "float32"
     wide_bracket = k > CLUSTER_BRACKET_MIN_K and mode != "prefill" and not with_values
     # 16-bit logits: the same CTAs and register slots with eight scores a vector; at 1024
-    # threads (64 registers) their bracket code spills, and so does the sampled code for
-    # prefill windows with values and deterministic ties (the compile audit).
+    # threads (64 registers) their bracket code spills, and so does the sampled code with
+    # deterministic ties (prefill windows with values on sm_90a, full rows on sm_100a: the
+    # compile audit).
     wide_bracket = wide_bracket and not half
     if n_env > CLUSTER_MAX_N:
         if 16 * rows <= limit and spec.max_cluster_size >= 16:
@@ -295,7 +295,7 @@ def _cluster_core(
         shape = (4, 1024) if 4 * rows <= limit else None
     if shape is None or shape[0] > spec.max_cluster_size:
         return None
-    if half and shape[1] == 1024 and mode == "prefill" and with_values and deterministic:
+    if half and shape[1] == 1024 and deterministic:
         return None
     bracket = shape[1] == 512 or wide_bracket
     vecs = 2 if half else 4
