@@ -114,9 +114,9 @@ def half_configs() -> list:
 
     out = {}
     for dtype in ("bfloat16", "float16"):
-        for threads, vecs in ((512, 2), (1024, 4)):  # the forced paths
+        for threads, vecs, br in ((512, 2, True), (1024, 4, True), (1024, 2, False)):
             out[RegisterConfig(threads=threads, vecs=vecs, capacity=2048, dtype=dtype,
-                               record_paths=True)] = None  # fmt: skip
+                               bracket=br, record_paths=True)] = None  # fmt: skip
         for threads, vecs in ((512, 1), (512, 2), (1024, 2), (1024, 4)):  # the bracket tests
             base = RegisterConfig(threads=threads, vecs=vecs, dtype=dtype)
             out[replace(base, record_paths=True)] = None

@@ -10,6 +10,8 @@ bracket tests here; ``test_half_gpu.py`` runs them on every value family through
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import kernel_helpers as helpers
 import numpy as np
 import pytest
@@ -32,9 +34,12 @@ DTYPES16 = ("bfloat16", "float16")
 SHAPES16 = [(512, 1), (512, 2), (1024, 2), (1024, 4)]
 #: A random-stream salt per logits format.
 SALT = {"float32": 0, "bfloat16": 1, "float16": 2}
-#: (shape, dtype) of the forced-path test.
-FORCED = [((512, 4), "float32"), ((1024, 8), "float32")] + [
-    (s, d) for d in DTYPES16 for s in ((512, 2), (1024, 4))
+#: (shape, dtype, bracket) of the forced-path test: the 16-bit shapes the router builds with
+#: and without the bracket path.
+FORCED = [((512, 4), "float32", True), ((1024, 8), "float32", True)] + [
+    (s, d, b)
+    for d in DTYPES16
+    for s, b in (((512, 2), True), ((1024, 4), True), ((1024, 2), False))
 ]
 #: (shape, dtype) of the bracket tests.
 BRACKET_CASES = [(s, "float32") for s in SHAPES] + [(s, d) for d in DTYPES16 for s in SHAPES16]
@@ -219,18 +224,22 @@ def forced_rows(g, threads, vecs, dtype, k):
     return round_to_format(x, key_format(dtype)), kv, params
 
 
-@pytest.mark.parametrize("case", FORCED, ids=[f"t{t}v{v}-{d}" for (t, v), d in FORCED])
+@pytest.mark.parametrize(
+    "case", FORCED, ids=[f"t{t}v{v}-{d}" + ("" if b else "-sampled") for (t, v), d, b in FORCED]
+)
 def test_forced_paths_match_the_model(kp, case):
     """Rows built to reach every path (:func:`forced_rows`); the kernel's recorded path equals
-    the CPU model's and every answer is exact."""
-    (threads, vecs), dtype = case
+    the CPU model's and every answer is exact. A configuration without the bracket takes the
+    sampled paths on the same rows."""
+    (threads, vecs), dtype, bracket = case
     k = 512
     x, kv, params = forced_rows(rng(6, threads, vecs, SALT[dtype]), threads, vecs, dtype, k)
+    params = replace(params, bracket=bracket)
     b = x.shape[0]
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(b)])
     logits = helpers.device_scores(x, dtype)
-    cfg = config(threads, vecs, capacity=2048, dtype=dtype)
+    cfg = config(threads, vecs, capacity=2048, dtype=dtype, bracket=bracket)
     out, _, paths, _ = launch(
         kp, cfg, "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True
     )
@@ -244,11 +253,9 @@ def test_forced_paths_match_the_model(kp, case):
         Path.SHORT,
         Path.UNSAMPLED,
         Path.TIE,
-        Path.BRACKET,
-        Path.BRACKET_RANK,
-        Path.BRACKET_NARROW,
-        Path.BRACKET_OVERFLOW,
     }
+    if bracket:
+        expected |= {Path.BRACKET, Path.BRACKET_RANK, Path.BRACKET_NARROW, Path.BRACKET_OVERFLOW}
     assert expected <= {Path(int(v)) for v in want}
     crowded = [simulate_row(x[r, : kv[r]], k, params).crowded for r in range(b)]
     assert any(c and w == Path.RESCUE_OVERFLOW for c, w in zip(crowded, want, strict=True))

@@ -79,7 +79,7 @@ from ..device.keys import KEY_MAX, format_key_of, order_key, vector_bits, widen_
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
 from ..device.memory import count_shared_if, load_score, load_vec4
 from ..device.ops import DEVICE_OPS, umax, umin
-from ..device.sampling import sample_slot
+from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
 from ..device.shared import ctl_u32, record_path
 from ..device.staging import packed_warp_slots, warp_slots
@@ -255,7 +255,7 @@ class ClusterTopK:
         for i in cutlass.range_constexpr(1, len(keys)):
             top = cutlass.max(top, keys[i])
         top = Uint32(cute.arch.warp_redux_sync(top, "umax"))
-        return RegisterRow(keys, p0, t_pos), top, sample_slot(cfg.vecs, keys, Uint32(0), vec)
+        return RegisterRow(keys, p0, t_pos), top, thread_sample_key(cfg.vecs, keys, vec)
 
     @cute.jit
     def _issue_loads(self, win, rank: Int32):

@@ -55,12 +55,12 @@ def load_sample(
 
 
 @cute.jit
-def thread_sample_key(vecs: cutlass.Constexpr, keys) -> Uint32:
-    """The sample key of a thread holding ``keys`` (``4 * vecs`` float32 vector slots first,
-    as a :class:`~.layout.RegisterRow`): slot ``(j, q)`` with ``j = tid % vecs`` and
-    ``q = (tid // vecs) % 4``, a sample spread over every vector the CTA holds
-    (``gvr_reference.register_model.thread_sample``)."""
-    return sample_slot(vecs, keys, Uint32(0))
+def thread_sample_key(vecs: cutlass.Constexpr, keys, vec: cutlass.Constexpr = 4) -> Uint32:
+    """The sample key of a thread holding ``keys`` (``vec * vecs`` vector slots first, ``vec``
+    scores a 16-byte vector, as a :class:`~.layout.RegisterRow`): slot ``(j, q)`` with
+    ``j = tid % vecs`` and ``q = (tid // vecs) % vec``, a sample spread over every vector the
+    CTA holds (``gvr_reference.register_model.thread_sample``)."""
+    return sample_slot(vecs, keys, Uint32(0), vec)
 
 
 @cute.jit

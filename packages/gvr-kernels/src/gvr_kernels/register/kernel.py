@@ -251,7 +251,7 @@ class RegisterTopK:
             tkey = keys[0]
             for i in cutlass.range_constexpr(1, len(keys)):
                 tkey = umax(tkey, keys[i])
-            sample_key = thread_sample_key(cfg.vecs, keys)
+            sample_key = thread_sample_key(cfg.vecs, keys, vec)
         # ---- per warp: the reductions, to shared memory (one word each per warp, no
         # atomics), then one barrier.
         sh.sample[tid] = sample_key
