@@ -100,6 +100,8 @@ DECODE = [
     (512, 128, 16384, 3, 1, "gaussian", "edge"),
     (2048, 300, 20001, 2, 1, "gaussian", "ragged"),
     (512, 1024, 6000, 1, 4, "dsa_like", "ragged"),
+    (512, 64, 4096, 1, 1, "gaussian", "ragged"),
+    (2048, 600, 4003, 2, 4, "dsa_like", "edge"),
     (7, 16, 50000, 2, 1, "gaussian", "edge"),
     (2047, 16, 50000, 1, 1, "tie_flood", "ragged"),
 ]

@@ -29,13 +29,14 @@ torch = pytest.importorskip("torch")
 ROWS_CHECKED = {"n": 0}
 #: (threads, vecs): every shape the router uses and the extremes of the family.
 SHAPES = [(256, 1), (512, 2), (512, 4), (1024, 4), (512, 8), (1024, 8)]
-#: The 16-bit formats and the shapes the router gives them (half the float32 vectors).
+#: The 16-bit formats and the float32 shapes with half the vectors (the router builds the
+#: first, 512 x 1, for 16-bit envelopes up to 4,096; the others are the family's extremes).
 DTYPES16 = ("bfloat16", "float16")
 SHAPES16 = [(512, 1), (512, 2), (1024, 2), (1024, 4)]
 #: A random-stream salt per logits format.
 SALT = {"float32": 0, "bfloat16": 1, "float16": 2}
-#: (shape, dtype, bracket) of the forced-path test: the 16-bit shapes the router builds with
-#: and without the bracket path.
+#: (shape, dtype, bracket) of the forced-path test: 16-bit shapes with and without the
+#: bracket path.
 FORCED = [((512, 4), "float32", True), ((1024, 8), "float32", True)] + [
     (s, d, b)
     for d in DTYPES16

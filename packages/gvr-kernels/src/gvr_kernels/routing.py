@@ -63,10 +63,13 @@ and deterministic ties keep two, four spill there) and two on the 1024-thread co
 or faster at b <= 128). The bulk L2 prefetch (``prefetch``) measured neutral or slower for
 every format and shape once the hot loop was one compare per score; no route uses it (H200,
 raw kernel times in ``benchmarks/results/h200/tune_bandwidth.log``). The register-resident
-and cluster-register families serve 16-bit envelopes by the float32 rules, on the same CTA
-shapes with half the vectors (the same register slots: eight scores a vector), except where
-the 16-bit code spills at 64 registers (the compile audit): no bracket there, and no 16-bit
-cluster of 1024-thread CTAs where only its bracket was routed or with deterministic ties.
+family serves 16-bit envelopes up to 4,096 and the cluster-register family 16-bit envelopes
+by the float32 rules, on the same CTA shapes with half the vectors (the same register slots:
+eight scores a vector), except where the 16-bit code spills at 64 registers (the compile
+audit): no 16-bit cluster of 1024-thread CTAs where only its bracket was routed or with
+deterministic ties (``tune_register16.log``, ``tune_cluster16.log``: bfloat16 at b = 1,
+n = 65,536, 10.1 / 10.5 us against 12.6 / 15.4 for the split streaming row, K = 512 / 2048;
+n = 131,072 on sixteen CTAs 11.6 / 12.1 against 14.2 / 15.4).
 """
 
 from __future__ import annotations
@@ -201,9 +204,15 @@ def _register_core(
     take it.
 
     16-bit logits take the float32 shape with half the vectors (the same register slots, eight
-    scores a vector); there the bracket code at 64 registers spills even for decode rows
-    without values (the compile audit), so those shapes keep the sampled path.
+    scores a vector), for envelopes up to ``SMALL_ROW_N`` (``tune_register16.log``, bfloat16,
+    raw kernel times: n = 4,096 takes 6.6 / 7.2 us at b = 1 and 19.3 / 21.3 us at b = 512
+    against 10.3 / 10.4 and 23.9 / 25.7 for the 16-bit streaming core, K = 512 / 2048; at
+    n = 16,384 the streaming core measured as fast at b = 1, 10.4 / 11.1 against 9.9 / 12.5,
+    and faster at b = 512, 24.6 / 31.2 against 32.4-54.1 / 38.9-60.5); there the bracket code
+    at 64 registers would spill even for decode rows without values (the compile audit).
     """
+    if dtype != "float32" and n_env > SMALL_ROW_N:
+        return None
     reg = _register_shape(spec, rows, n_env, mode, with_values, deterministic)
     if reg is None:
         return None
