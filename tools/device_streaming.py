@@ -347,10 +347,10 @@ def timing_setup():
 
 def decode_args(kp, logits, kv, out, k, parts=1):
     """``KernelArgs`` of a direct decode launch of a ``KernelProvider``'s kernel: ``next_n``
-    1, no values, no path log, the provider's workspace."""
+    1, no values (a placeholder in the logits dtype), no path log, the provider's workspace."""
     return KernelArgs(
         logits=logits, lens_a=kv, lens_b=kp.dummy_i, out=out,
-        values=torch.empty(1, 1, device="cuda"), workspace=kp.workspace,
+        values=torch.empty(1, 1, device="cuda", dtype=logits.dtype), workspace=kp.workspace,
         paths=kp.dummy_i, k=k, next_n=1, cr_shift=0, parts=parts,
     )  # fmt: skip
 

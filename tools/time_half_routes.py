@@ -4,36 +4,27 @@
 
 For bfloat16 gaussian decode rows at n = 65,536 and 131,072, b = 1 and 8, K = 512 and 2048:
 the route ``route_static`` picks with every family allowed and the streaming family's route,
-each checked exact, then timed as a raw kernel launch (cold L2, CUDA events, median of 15).
+each checked exact, then timed as a raw kernel launch (cold L2, CUDA events, median of 15;
+``device_streaming.timing_setup`` / ``timeit``).
 """
 
 from __future__ import annotations
 
-import statistics
+import sys
+from pathlib import Path
 
 import torch
 from gvr_kernels.routing import route_static
 from gvr_kernels.testing import KernelProvider, check_windows
 
+sys.path.insert(0, str(Path(__file__).parent))
+from device_streaming import decode_args, timeit, timing_setup  # noqa: E402
+
 
 def main() -> None:
     kp = KernelProvider()
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    flush = timing_setup()
     g = torch.Generator(device="cuda").manual_seed(0)
-
-    def timed(fn, reps=15):
-        ts = []
-        for _ in range(reps):
-            flush.zero_()
-            s = torch.cuda.Event(enable_timing=True)
-            e = torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            ts.append(s.elapsed_time(e) * 1e3)
-        return statistics.median(ts)
-
     for n in (65536, 131072):
         for b in (1, 8):
             for k in (512, 2048):
@@ -46,9 +37,8 @@ def main() -> None:
                     out, _, _, _ = kp.launch("decode", x, kv, None, k, route=r)
                     ok = bool(check_windows(x, zeros, kv.to(torch.int64), k, out).all())
                     fn = kp.get(r.config)
-                    val = torch.zeros((1, 1), device="cuda", dtype=x.dtype)
-                    args = [x, kv, kp.dummy_i, out, val, kp.workspace, kp.dummy_i, k, 1, 0, r.parts]
-                    t = timed(lambda fn=fn, args=args: fn(*args))
+                    args = decode_args(kp, x, kv, out, k, r.parts)
+                    t = timeit(lambda fn=fn, args=args: fn(*args), flush, reps=15)
                     line += f" | {r.config.name[:40]} x{r.parts} {'ok' if ok else 'BAD'} {t:.1f}"
                 print(line, flush=True)
 
