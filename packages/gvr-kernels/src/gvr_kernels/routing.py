@@ -208,15 +208,16 @@ def _register_core(
     raw kernel times: n = 4,096 takes 6.6 / 7.2 us at b = 1 and 19.3 / 21.3 us at b = 512
     against 10.3 / 10.4 and 23.9 / 25.7 for the 16-bit streaming core, K = 512 / 2048; at
     n = 16,384 the streaming core measured as fast at b = 1, 10.4 / 11.1 against 9.9 / 12.5,
-    and faster at b = 512, 24.6 / 31.2 against 32.4-54.1 / 38.9-60.5); there the bracket code
-    at 64 registers would spill even for decode rows without values (the compile audit).
+    and faster at b = 512, 24.6 / 31.2 against 32.4-54.1 / 38.9-60.5). Those shapes hold at
+    most two vectors a thread, where the bracket code fits; at 64 registers with more the
+    16-bit bracket code spills even for decode rows without values (the compile audit).
     """
     if dtype != "float32" and n_env > SMALL_ROW_N:
         return None
     reg = _register_shape(spec, rows, n_env, mode, with_values, deterministic)
     if reg is None:
         return None
-    lean = mode == "decode" and not with_values and dtype == "float32"
+    lean = mode == "decode" and not with_values
     fits = reg.vecs <= 2 or reg.threads * reg.resident <= 512 or lean
     reg = replace(reg, bracket=reg.vecs <= BRACKET_MAX_VECS and 4 * k <= n_env and fits)
     if dtype != "float32":
@@ -285,12 +286,11 @@ def _cluster_core(
         return None
     limit = spec.sm_count // 2
     half = dtype != "float32"
-    wide_bracket = k > CLUSTER_BRACKET_MIN_K and mode != "prefill" and not with_values
     # 16-bit logits: the same CTAs and register slots with eight scores a vector; at 1024
     # threads (64 registers) their bracket code spills, and so does the sampled code with
     # deterministic ties (prefill windows with values on sm_90a, full rows on sm_100a: the
     # compile audit).
-    wide_bracket = wide_bracket and not half
+    wide_bracket = k > CLUSTER_BRACKET_MIN_K and mode != "prefill" and not with_values and not half
     if n_env > CLUSTER_MAX_N:
         if 16 * rows <= limit and spec.max_cluster_size >= 16:
             shape = (16, 512)
