@@ -67,6 +67,7 @@ import numpy as np
 from .keys import format_keys, key_format, order_key
 from .model import Path, RowTrace
 from .register_model import (
+    VectorLayout,
     bracket,
     bracket_trace,
     crowded_sample,
@@ -95,7 +96,7 @@ CLUSTER_SIZES = (2, 4, 8, 16)
 
 
 @dataclass(frozen=True)
-class ClusterParams:
+class ClusterParams(VectorLayout):
     """Compile-time facts of a cluster-register configuration.
 
     Attributes:
@@ -130,16 +131,6 @@ class ClusterParams:
         if self.capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
         key_format(self.dtype)
-
-    @property
-    def vec(self) -> int:
-        """Scores per 16-byte vector."""
-        return key_format(self.dtype).vec
-
-    def whole_vectors(self, n: int, lead: int) -> int:
-        """Whole 16-byte vectors of a window of ``n`` scores starting ``lead < vec`` lanes into
-        its first vector."""
-        return (lead + n) // self.vec
 
     @property
     def cta_vecs(self) -> int:

@@ -211,8 +211,25 @@ def bracket_topk(values: np.ndarray, k: int) -> np.ndarray | None:
     return np.concatenate([high, cand[order][: k - above]]).astype(np.int64)
 
 
+class VectorLayout:
+    """The 16-byte vectors of a row in a format's scores, for parameter classes with a
+    ``dtype`` (``RegisterParams``, ``gvr_reference.cluster_model.ClusterParams``)."""
+
+    dtype: str
+
+    @property
+    def vec(self) -> int:
+        """Scores per 16-byte vector."""
+        return key_format(self.dtype).vec
+
+    def whole_vectors(self, n: int, lead: int) -> int:
+        """Whole 16-byte vectors of a window of ``n`` scores starting ``lead`` lanes into its
+        first vector (``lead < vec``)."""
+        return (lead + n) // self.vec
+
+
 @dataclass(frozen=True)
-class RegisterParams:
+class RegisterParams(VectorLayout):
     """Compile-time facts of a register-resident configuration.
 
     Attributes:
@@ -243,16 +260,6 @@ class RegisterParams:
         if self.capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
         key_format(self.dtype)
-
-    @property
-    def vec(self) -> int:
-        """Scores per 16-byte vector."""
-        return key_format(self.dtype).vec
-
-    def whole_vectors(self, n: int, lead: int) -> int:
-        """Whole 16-byte vectors of a window of ``n`` scores starting ``lead`` lanes into its
-        first vector (``lead < vec``)."""
-        return (lead + n) // self.vec
 
     @property
     def max_n(self) -> int:
