@@ -266,6 +266,7 @@ def gvr_raw_call(case: Case, out: torch.Tensor):
         next_n=case.next_n,
         cr_shift=int(math.log2(case.cr)),
         parts=route.parts,
+        block_max=val,
     )
     return lambda: fn(*args)
 

@@ -241,7 +241,7 @@ def bench(kern, g, out_dir):
                 pth = torch.empty((1,), dtype=torch.int32, device=DEV)
                 ws = workspace(route.workspace_words)
 
-                args = KernelArgs(x, kv, kv, out, val, ws, pth, k, 1, 0, route.parts)
+                args = KernelArgs(x, kv, kv, out, val, ws, pth, k, 1, 0, route.parts, NO_BOUNDS())
 
                 def ours():
                     fn(*args)
@@ -311,7 +311,7 @@ def tune(kern, g):
                 row = []
                 for name, core in variants.items():
                     fn = kern.get(StreamingConfig(mode="decode", **core))
-                    args = KernelArgs(x, kv, kv, out, val, ws, pth, k, 1, 0, 1)
+                    args = KernelArgs(x, kv, kv, out, val, ws, pth, k, 1, 0, 1, NO_BOUNDS())
                     t = timeit(lambda: fn(*args), flush, 10)
                     row.append(f"{name}:{t:.1f}")
                 for pf in (0, 1):
@@ -328,7 +328,7 @@ def tune(kern, g):
                     for parts in (2, 4, 8, 16, 32):
                         if b * parts > SPEC.sm_count:
                             continue
-                        args = KernelArgs(x, kv, kv, out, val, ws, pth, k, 1, 0, parts)
+                        args = KernelArgs(x, kv, kv, out, val, ws, pth, k, 1, 0, parts, NO_BOUNDS())
                         t = timeit(lambda: fn(*args), flush, 10)
                         row.append(f"{'q' if pf else 'p'}{parts}:{t:.1f}")
                 print(f"tune k={k} n={n} b={b} " + " ".join(row), flush=True)
@@ -345,13 +345,20 @@ def timing_setup():
     return flush
 
 
-def decode_args(kp, logits, kv, out, k, parts=1):
+def NO_BOUNDS():
+    """A float32 ``[1, 1]`` stand-in for ``KernelArgs.block_max`` (read by no kernel here)."""
+    return torch.zeros(1, 1, device="cuda", dtype=torch.float32)
+
+
+def decode_args(kp, logits, kv, out, k, parts=1, block_max=None):
     """``KernelArgs`` of a direct decode launch of a ``KernelProvider``'s kernel: ``next_n``
-    1, no values (a placeholder in the logits dtype), no path log, the provider's workspace."""
+    1, no values (a placeholder in the logits dtype), no path log, the provider's workspace;
+    ``block_max`` for a block-skip configuration."""
     return KernelArgs(
         logits=logits, lens_a=kv, lens_b=kp.dummy_i, out=out,
         values=torch.empty(1, 1, device="cuda", dtype=logits.dtype), workspace=kp.workspace,
         paths=kp.dummy_i, k=k, next_n=1, cr_shift=0, parts=parts,
+        block_max=NO_BOUNDS() if block_max is None else block_max,
     )  # fmt: skip
 
 

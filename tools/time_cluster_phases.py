@@ -105,7 +105,9 @@ def main() -> None:
         stamps = torch.zeros(16, dtype=torch.int32, device="cuda")
         out = torch.empty((1, k), dtype=torch.int32, device="cuda")
         none = torch.empty(1, 1, device="cuda")
-        args = KernelArgs(lg, kv, dummy, out, none, ws, stamps, k, 1, 0, 1)
+        args = KernelArgs(
+            lg, kv, dummy, out, none, ws, stamps, k, 1, 0, 1, torch.zeros(1, 1, device=lg.device)
+        )
         deltas = []
         for _ in range(30):
             flush.zero_()

@@ -128,6 +128,10 @@ class FakeKernel:
             assert not slots[:, :WS_HEADER_WORDS].any(), "split headers must be zero on entry"
             # Like the kernel, leave survivor data behind in the slabs (headers stay zero).
             slots[:, WS_HEADER_WORDS:] = 12345
+        bm = a.block_max
+        assert bm.dtype == torch.float32 and bm.dim() == 2
+        if getattr(cfg, "block_skip", False):
+            assert tuple(bm.shape) == (rows, -(-width // 32)) and bm.stride(1) == 1
         if cfg.mode == "decode":
             assert lens_a.numel() * next_n == rows
         if cfg.mode == "prefill":
@@ -142,6 +146,7 @@ class FakeKernel:
                 ws_ptr=ws.data_ptr(),
                 parts=parts,
                 k=k,
+                block_max_ptr=bm.data_ptr(),
             )
         )
         # -- the answer

@@ -469,7 +469,7 @@ def test_host_overhead_per_eager_call(api, width):
     torch.cuda.synchronize()
 
     d = api.get_dispatcher()
-    launch = d._launches[(x.device.index, "decode", 1, width, k, False, False, "float32")]
+    launch = d._launches[(x.device.index, "decode", 1, width, k, False, False, "float32", False)]
     ws = d.workspace_for().tensor if launch.parts > 1 else launch.dummies.workspace
     dm = launch.dummies
     n = 1000
@@ -501,3 +501,54 @@ def test_host_overhead_per_eager_call(api, width):
         f"{timings['raw'] * 1e6:.1f} us/call ({timings['raw_e2e'] * 1e6:.1f} end to end)"
     )
     assert timings["api"] < 100e-6
+
+
+@pytest.mark.parametrize("k", [512, 2048])
+def test_block_max_under_cuda_graph_replay_as_lengths_and_scores_change(api, k):
+    """A launch at the block-skip gate with the indexer's block maxima, captured once and
+    replayed while the scores, their maxima (written into the same buffer) and the lengths
+    change: every replay exact."""
+    from gvr_integration.indexer import block_maxima
+    from gvr_kernels.routing import BLOCK_SKIP_MIN_BYTES
+
+    rows, width = 128, 65536
+    assert rows * width * 4 >= BLOCK_SKIP_MIN_BYTES
+    g = torch.Generator(device="cuda").manual_seed(k)
+    x = torch.empty(rows, width, device="cuda")
+    kv = torch.empty(rows, dtype=torch.int32, device="cuda")
+    bm = torch.empty(rows, width // 32, device="cuda")
+
+    def fill(step):
+        x.normal_(generator=g)
+        x[:, :64] += 8
+        n = torch.randint(0, width + 1, (rows,), device="cuda", generator=g)
+        n[: 4 + step] = torch.tensor([0, k - 1, k + 1, width, 7, 9][: 4 + step], device="cuda")
+        kv.copy_(n)
+        win = n[:, None] - torch.arange(1, 4097, device="cuda")[None, :]
+        x.scatter_add_(1, win.clamp(min=0).long(), torch.full((rows, 4096), 6.0, device="cuda"))
+        block_maxima(x, 32, out=bm)
+
+    api.warmup(k=k, rows=(rows,), width=width, block_max=True, progress=False)
+    out = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    fill(0)
+    api.topk_decode(x, kv, k, out=out, block_max=bm)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        api.topk_decode(x, kv, k, out=out, block_max=bm)
+    key = api.get_dispatcher().launch_keys()[-1]
+    assert key.block_skip
+    for step in range(3):
+        fill(step)
+        graph.replay()
+        torch.cuda.synchronize()
+        cols = torch.arange(width, device="cuda")[None, :]
+        masked = torch.where(cols < kv[:, None].long(), x, -float("inf"))
+        want = torch.topk(masked, k, dim=1).values
+        short = kv.long() < k
+        got = torch.gather(masked, 1, out.long().clamp(min=0))
+        for r in range(rows):
+            n = int(kv[r])
+            if n <= k:
+                assert out[r, :n].tolist() == list(range(n)) and (out[r, n:] == -1).all()
+        ok = ~short
+        assert torch.equal(got[ok].sort(dim=1).values, want[ok].sort(dim=1).values), step

@@ -49,7 +49,7 @@ def test_key_independent_of_kv_lens_with_max_seq_len():
             compress_ratio=4,
             max_seq_len=msl,
         )
-    assert d.launch_keys() == [(0, "decode", rows, 4000, 64, False, False, "float32")]
+    assert d.launch_keys() == [(0, "decode", rows, 4000, 64, False, False, "float32", False)]
     assert len(compiler.compiled) == 1
     # Under capture the same call works (no compile, no host read).
     runtime.is_capturing = True
@@ -68,16 +68,16 @@ def test_envelope_without_max_seq_len_is_the_width():
     for longest in (0, 1, 3, 129, 2999, 3000, 9999):
         kv = torch.tensor([longest, 0], dtype=torch.int32)
         d.topk_decode(x, kv, 16)
-    assert d.launch_keys() == [(0, "decode", 2, width, 16, False, False, "float32")]
+    assert d.launch_keys() == [(0, "decode", 2, width, 16, False, False, "float32", False)]
     assert len(compiler.compiled) == 1
     runtime.is_capturing = True
     d.topk_decode(x, torch.tensor([7, 8], dtype=torch.int32), 16, compress_ratio=4)
-    assert d.launch_keys() == [(0, "decode", 2, width, 16, False, False, "float32")]
+    assert d.launch_keys() == [(0, "decode", 2, width, 16, False, False, "float32", False)]
     # max_seq_len still tightens it (compressed units).
     runtime.is_capturing = False
     kv = torch.tensor([5, 0], dtype=torch.int32)
     d.topk_decode(x, kv, 16, compress_ratio=4, max_seq_len=4003)
-    assert d.launch_keys()[-1] == (0, "decode", 2, 1000, 16, False, False, "float32")
+    assert d.launch_keys()[-1] == (0, "decode", 2, 1000, 16, False, False, "float32", False)
 
 
 def test_kv_lens_is_never_read_on_the_host(monkeypatch):

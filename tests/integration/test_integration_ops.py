@@ -257,3 +257,27 @@ def test_compile_fullgraph_dynamic_shapes():
     for rows, width in ((3, 200), (5, 333), (8, 1000)):
         b = make_decode_batch(rng("dyn", rows), batch=rows, k=16, width=width)
         check(b, cf(logits_of(b, "cpu"), tensor(b.kv_lens, "cpu")))
+
+
+def test_ops_pass_block_max_through():
+    from gvr_integration.adapters.trtllm import indexer_topk_decode, indexer_topk_prefill
+    from gvr_integration.indexer import block_maxima
+    from gvr_integration.ops import topk_decode, topk_prefill
+
+    x = torch.randn(4, 700)
+    kv = torch.tensor([700, 650, 10, 300], dtype=torch.int32)
+    bm = block_maxima(x)
+    want = topk_decode(x, kv, 64, sorted=True)
+    assert torch.equal(topk_decode(x, kv, 64, sorted=True, block_max=bm), want)
+    with pytest.raises(ValueError, match="block_max must have shape"):
+        topk_decode(x, kv, 64, block_max=bm[:, :3])
+    idx = torch.empty(4, 64, dtype=torch.int32)
+    indexer_topk_decode(x, kv, idx, 1, 64, block_max=bm)
+    assert torch.equal(idx.sort(dim=1).values, want.sort(dim=1).values)
+    s, e = torch.tensor([0, 5, 40, 100], dtype=torch.int32), kv
+    wp = topk_prefill(x, s, e, 32, sorted=True)
+    assert torch.equal(topk_prefill(x, s, e, 32, sorted=True, block_max=bm), wp)
+    indexer_topk_prefill(x, s, e, idx, 32, block_max=bm)
+    with pytest.raises(TypeError, match="block_max must be float32"):
+        torch.ops.gvr.topk_decode(x, kv, torch.empty(4, 64, dtype=torch.int32),
+                                  block_max=bm.double())  # fmt: skip

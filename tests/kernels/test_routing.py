@@ -122,8 +122,13 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     cfgs = list(routed_configs(H200))
     assert len(cfgs) == len(set(cfgs))
     streaming = [c for c in cfgs if c.family == "streaming"]
-    # three cores x modes x values x ties x dtypes, and the ragged split of decode and prefill
+    # three cores x modes x values x ties x dtypes, and the ragged split of decode and prefill;
+    # and the block-skip form of those whose launches reach BLOCK_SKIP_MIN_BYTES
+    skip = [c for c in streaming if c.block_skip]
+    streaming = [c for c in streaming if not c.block_skip]
     assert len(streaming) == 3 * 3 * 4 * 3 + 2 * 4 * 3
+    assert {replace(c, block_skip=False) for c in skip} <= set(streaming)
+    assert all(not c.prefetch for c in skip) and len(skip) > 3 * 4 * 3
     split = {(c.mode, c.ragged) for c in streaming if c.split}
     assert split == {(m, False) for m in ("decode", "prefill", "full")} | {
         ("decode", True),
@@ -313,3 +318,30 @@ def test_max_workspace_words_covers_every_split_route():
         for k in (1, 512, 2048):
             assert route_static(H200, rows=rows, n_env=1 << 22, k=k).workspace_words <= words
     assert max_workspace_words(DeviceSpec("one SM", "sm_90a", 1, 232448, 233472)) == 0
+
+
+def test_block_skip_routes_only_at_the_working_set_gate():
+    from gvr_kernels.routing import BLOCK_SKIP_MIN_BYTES
+
+    for rows, n_env, dtype in ((512, 65536, "float32"), (128, 65536, "float32"),
+                               (32, 262144, "float32"), (128, 131072, "bfloat16")):  # fmt: skip
+        itemsize = 4 if dtype == "float32" else 2
+        assert rows * n_env * itemsize >= BLOCK_SKIP_MIN_BYTES
+        r = route_static(H200, rows=rows, n_env=n_env, k=2048, dtype=dtype, block_skip=True)
+        plain = route_static(H200, rows=rows, n_env=n_env, k=2048, dtype=dtype)
+        assert r.config.block_skip and r.config == replace(plain.config, block_skip=True)
+        assert (r.parts, r.grid, r.workspace_words) == (
+            plain.parts, plain.grid, plain.workspace_words,
+        )  # fmt: skip
+        assert r.config.smem_bytes == plain.config.smem_bytes + 4 * 264
+    for rows, n_env, dtype in ((127, 65536, "float32"), (1, 262144, "float32"),
+                               (127, 65536, "bfloat16"), (31, 262144, "float32")):  # fmt: skip
+        r = route_static(H200, rows=rows, n_env=n_env, k=512, dtype=dtype, block_skip=True)
+        assert r == route_static(H200, rows=rows, n_env=n_env, k=512, dtype=dtype)
+
+
+def test_block_skip_config_rules():
+    with pytest.raises(ValueError, match="block_skip needs prefetch=0"):
+        StreamingConfig(block_skip=True, prefetch=2)
+    c = StreamingConfig(threads=512, capacity=8192, block_skip=True)
+    assert c.name.endswith("_skip") and [n for n, _, _ in c.shared_layout()][-1] == "skip"

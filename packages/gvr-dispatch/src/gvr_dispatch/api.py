@@ -85,6 +85,7 @@ def topk_decode(
     workspace=None,
     deterministic=False,
     sorted=False,
+    block_max=None,
 ):
     """Top-K of every decode row of the indexer scores.
 
@@ -114,26 +115,36 @@ def topk_decode(
             Ignored for CPU tensors.
         deterministic: the K-th value's tie class yields its smallest indices.
         sorted: descending value, ties by ascending index, ``-1`` last.
+        block_max: optional float32 ``[rows, ceil(width / 32)]`` tensor (unit inner stride)
+            of block bounds from the scores' producer: entry ``[r, j]`` at least every score
+            of columns ``[32 j, 32 j + 32)`` of row ``r`` inside the row's window (an upper
+            bound; ``gvr_integration.indexer.block_maxima`` writes exact maxima). Launches of
+            at least ``gvr_kernels.routing.BLOCK_SKIP_MIN_BYTES`` of logits then read only the
+            blocks whose bound reaches the row's threshold (block-skip, after TensorRT-LLM's
+            draft PR #18122); smaller ones ignore it. Exact whenever the contract holds; with
+            ``GVR_CHECK_BLOCK_MAX=1`` every call checks it first (``gvr_dispatch.blockmax``).
 
     Returns:
         ``out`` (int32 ``[rows, k]``), or ``(out, values)``.
 
     Raises:
-        TypeError, ValueError: a bad argument, named in the message; nothing is written.
+        TypeError, ValueError: a bad argument, named in the message (``block_max`` of the
+            wrong dtype, shape, device or inner stride; in debug mode, a bound below a score
+            of its block); nothing is written.
         RuntimeError: under CUDA-graph capture: a launch key that was not warmed, or a
-            logits layout that needs a copy.
+            logits layout that needs a copy, or the debug check.
     """
     # Positional calls into the dispatcher: this is the per-step hot path.
     d = _default or get_dispatcher()
     res = d._decode_fast(
         logits, kv_lens, k, next_n, compress_ratio, out, values, return_values, max_seq_len,
-        workspace, deterministic, sorted,
+        workspace, deterministic, sorted, block_max,
     )  # fmt: skip
     if res is not None:
         return res
     return d._decode(
         logits, kv_lens, k, next_n, compress_ratio, out, values, return_values, max_seq_len,
-        workspace, deterministic, sorted,
+        workspace, deterministic, sorted, block_max,
     )  # fmt: skip
 
 
@@ -149,6 +160,7 @@ def topk_prefill(
     workspace=None,
     deterministic=False,
     sorted=False,
+    block_max=None,
 ):
     """Top-K of every prefill row over its window ``[row_starts[r], row_ends[r])``.
 
@@ -157,8 +169,9 @@ def topk_prefill(
         row_starts, row_ends: int32 ``[rows]``, contiguous, in logits columns; on CUDA a window
             is clamped to ``s = clamp(row_starts, 0, width)``, ``e = clamp(row_ends, s, width)``
             (not checked on the host: that would read device memory).
-        k, out, values, return_values, workspace, deterministic, sorted: as in
-            :func:`topk_decode`.
+        k, out, values, return_values, workspace, deterministic, sorted, block_max: as in
+            :func:`topk_decode` (``block_max`` blocks are of the physical row's columns, so a
+            window meets partial blocks at its ends).
 
     Returns:
         ``out`` (int32 ``[rows, k]``, window-local: column ``- row_starts[r]``), or
@@ -170,7 +183,7 @@ def topk_prefill(
             layout that needs a copy.
     """
     d = _default or get_dispatcher()
-    if d._cpu_direct_ok and workspace is None:
+    if d._cpu_direct_ok and workspace is None and block_max is None:
         res = cpu.direct(
             WINDOW_PREFILL, logits, row_starts, row_ends, k, 1, 1, out, values, return_values,
             deterministic, sorted,
@@ -179,7 +192,7 @@ def topk_prefill(
             return res
     return d._prefill(
         logits, row_starts, row_ends, k, out, values, return_values, workspace, deterministic,
-        sorted,
+        sorted, block_max,
     )  # fmt: skip
 
 
@@ -194,6 +207,7 @@ def topk(
     workspace=None,
     deterministic=False,
     sorted=False,
+    block_max=None,
 ):
     """Top-K of dense rows: row ``r`` selects from its first ``lengths[r]`` scores (clamped to
     ``[0, width]``), or from the whole row when ``lengths`` is None.
@@ -202,7 +216,7 @@ def topk(
         logits: float32 ``[rows, width]``.
         k: top-K size; may be None when ``out`` gives it.
         lengths: optional int32 ``[rows]``, contiguous.
-        out, values, return_values, workspace, deterministic, sorted: as in
+        out, values, return_values, workspace, deterministic, sorted, block_max: as in
             :func:`topk_decode`.
 
     Returns:
@@ -214,14 +228,17 @@ def topk(
             layout that needs a copy.
     """
     d = _default or get_dispatcher()
-    if d._cpu_direct_ok and workspace is None:  # CPU tensors: the direct path, if it applies
+    if d._cpu_direct_ok and workspace is None and block_max is None:  # CPU: the direct path
         res = cpu.direct(
             WINDOW_FULL if lengths is None else WINDOW_LENGTHS, logits, lengths, None, k, 1, 1,
             out, values, return_values, deterministic, sorted,
         )  # fmt: skip
         if res is not None:
             return res
-    return d._topk(logits, k, lengths, out, values, return_values, workspace, deterministic, sorted)
+    return d._topk(
+        logits, k, lengths, out, values, return_values, workspace, deterministic, sorted,
+        block_max,
+    )  # fmt: skip
 
 
 def warmup(
@@ -241,6 +258,7 @@ def warmup(
     spec=None,
     cache_dir=FROM_ENV,
     dtype=torch.float32,
+    block_max=False,
 ) -> WarmupReport:
     """Compile (or load from the persistent cache) every kernel that calls inside an envelope
     can route to, resolve their launches, allocate workspaces and dummy tensors, and run each
@@ -272,6 +290,8 @@ def warmup(
             :func:`set_cache_dir`.
         dtype: the logits dtype of the calls: ``torch.float32`` (default), ``torch.bfloat16``
             or ``torch.float16``, or a tuple of them (16-bit logits have their own kernels).
+        block_max: whether the calls pass ``block_max`` (their launches may take block-skip
+            kernels); ``(False, True)`` warms both.
 
     Returns:
         A :class:`WarmupReport` (which kernels were compiled, loaded from disk or already in
@@ -297,6 +317,7 @@ def warmup(
         spec=spec,
         cache_dir=cache_dir,
         dtype=dtype,
+        block_max=block_max,
     )
 
 

@@ -29,6 +29,7 @@ import torch
 from gvr_reference import cpu_engine
 
 from . import cpu
+from .blockmax import BLOCK, DEBUG_ENV, check_block_max, debug_enabled, raise_on_violations
 from .cache import FROM_ENV, KernelCache
 from .device import CudaRuntime, max_workspace_words
 from .launch import VEC, Dummies, Launch, kernel_view, padded_copy, prime
@@ -118,22 +119,23 @@ class Dispatcher:
         workspace=None,
         deterministic=False,
         sorted=False,
+        block_max=None,
     ):
         """Decode top-K; see :func:`gvr_dispatch.topk_decode`."""
         res = self._decode_fast(
             logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
-            max_seq_len, workspace, deterministic, sorted,
+            max_seq_len, workspace, deterministic, sorted, block_max,
         )  # fmt: skip
         if res is not None:
             return res
         return self._decode(
             logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
-            max_seq_len, workspace, deterministic, sorted,
+            max_seq_len, workspace, deterministic, sorted, block_max,
         )  # fmt: skip
 
     def _decode_fast(
         self, logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
-        max_seq_len, workspace, deterministic, sorted,
+        max_seq_len, workspace, deterministic, sorted, block_max=None,
     ):  # fmt: skip
         """The common warm decode call, checked inline in one function: CUDA tensors of the
         right dtypes, a warmed launch key, a layout read in place, no ``sorted``, no caller
@@ -206,6 +208,17 @@ class Dispatcher:
         ):
             return None
         want_values = return_values or values is not None
+        skip = block_max is not None
+        if skip and (
+            not isinstance(block_max, _Tensor)
+            or block_max.dtype is not _f32
+            or block_max.get_device() != dev
+            or block_max.shape != (rows, (width + BLOCK - 1) // BLOCK)
+            or (block_max.shape[1] > 1 and block_max.stride(1) != 1)
+        ):
+            return None
+        if skip and debug_enabled():
+            return None
         if dev < 0:  # a kernel device without an index (the CPU stand-in of the tests)
             dev = self.runtime.current_index()
         if max_seq_len is None:
@@ -215,7 +228,7 @@ class Dispatcher:
         else:
             return None
         launch = self._launches.get(
-            (dev, "decode", rows, n_env, k, want_values, deterministic, dtype)
+            (dev, "decode", rows, n_env, k, want_values, deterministic, dtype, skip)
         )
         if launch is None:
             return None
@@ -244,12 +257,13 @@ class Dispatcher:
         launch.fn(
             logits, kv_lens, d.arg_i32, out, values if want_values else launch.dummy_values,
             ws, d.arg_i32, k, next_n, cr_shift, launch.parts,
+            block_max if skip else d.arg_values,
         )  # fmt: skip
         return (out, values) if want_values else out
 
     def _decode(
         self, logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
-        max_seq_len, workspace, deterministic, sorted,
+        max_seq_len, workspace, deterministic, sorted, block_max=None,
     ):  # fmt: skip
         """Decode top-K, every case: validation with explained errors, the CPU engine, cold
         keys, layout fallbacks, workspaces."""
@@ -257,12 +271,13 @@ class Dispatcher:
             return self._half(
                 lambda lg, k_, out_: self._decode(
                     lg, kv_lens, k_, next_n, compress_ratio, out_, None, False, max_seq_len,
-                    workspace, deterministic, sorted,
+                    workspace, deterministic, sorted, block_max,
                 ),
                 logits, k, out, values, return_values, None,
             )  # fmt: skip
         if (
             self._cpu_direct_ok
+            and block_max is None
             and workspace is None
             and (max_seq_len is None or (type(max_seq_len) is int and max_seq_len >= 0))
         ):
@@ -292,6 +307,11 @@ class Dispatcher:
             logits.dtype,
         )  # fmt: skip
         ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
+        if block_max is not None:
+            self._check_block_max(
+                block_max, logits, rows, width,
+                lambda: cpu.decode_windows_of(kv_lens.cpu(), next_n, cr_shift, width),
+            )  # fmt: skip
         if rows == 0 or width == 0:
             return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
@@ -317,6 +337,7 @@ class Dispatcher:
             deterministic,
             sorted,
             ws,
+            block_max,
         )
 
     def topk_prefill(
@@ -332,16 +353,17 @@ class Dispatcher:
         workspace=None,
         deterministic=False,
         sorted=False,
+        block_max=None,
     ):
         """Prefill top-K over row windows; see :func:`gvr_dispatch.topk_prefill`."""
         return self._prefill(
             logits, row_starts, row_ends, k, out, values, return_values, workspace,
-            deterministic, sorted,
+            deterministic, sorted, block_max,
         )  # fmt: skip
 
     def _prefill(
         self, logits, row_starts, row_ends, k, out, values, return_values, workspace,
-        deterministic, sorted,
+        deterministic, sorted, block_max=None,
     ):  # fmt: skip
         """:meth:`topk_prefill` with positional arguments (the module-level call's entry):
         the CPU path's direct entry when it applies, else validation and the general path."""
@@ -349,11 +371,11 @@ class Dispatcher:
             return self._half(
                 lambda lg, k_, out_: self._prefill(
                     lg, row_starts, row_ends, k_, out_, None, False, workspace, deterministic,
-                    sorted,
+                    sorted, block_max,
                 ),
                 logits, k, out, values, return_values, row_starts,
             )  # fmt: skip
-        if self._cpu_direct_ok and workspace is None:
+        if self._cpu_direct_ok and workspace is None and block_max is None:
             res = cpu.direct(
                 cpu.WINDOW_PREFILL, logits, row_starts, row_ends, k, 1, 1, out, values,
                 return_values, deterministic, sorted,
@@ -370,6 +392,11 @@ class Dispatcher:
             logits.dtype,
         )  # fmt: skip
         ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
+        if block_max is not None:
+            self._check_block_max(
+                block_max, logits, rows, width,
+                lambda: cpu.prefill_windows_of(row_starts.cpu(), row_ends.cpu(), width),
+            )  # fmt: skip
         if rows == 0 or width == 0:
             return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
@@ -392,6 +419,7 @@ class Dispatcher:
             deterministic,
             sorted,
             ws,
+            block_max,
         )
 
     def topk(
@@ -406,25 +434,29 @@ class Dispatcher:
         workspace=None,
         deterministic=False,
         sorted=False,
+        block_max=None,
     ):
         """Dense top-K; see :func:`gvr_dispatch.topk`."""
         return self._topk(
-            logits, k, lengths, out, values, return_values, workspace, deterministic, sorted
-        )
+            logits, k, lengths, out, values, return_values, workspace, deterministic, sorted,
+            block_max,
+        )  # fmt: skip
 
     def _topk(
-        self, logits, k, lengths, out, values, return_values, workspace, deterministic, sorted
-    ):
+        self, logits, k, lengths, out, values, return_values, workspace, deterministic, sorted,
+        block_max=None,
+    ):  # fmt: skip
         """:meth:`topk` with positional arguments (the module-level call's entry): the CPU
         path's direct entry when it applies, else validation and the general path."""
         if self._widen(logits):
             return self._half(
                 lambda lg, k_, out_: self._topk(
-                    lg, k_, lengths, out_, None, False, workspace, deterministic, sorted
-                ),
+                    lg, k_, lengths, out_, None, False, workspace, deterministic, sorted,
+                    block_max,
+                ),  # fmt: skip
                 logits, k, out, values, return_values, None,
             )  # fmt: skip
-        if self._cpu_direct_ok and workspace is None:
+        if self._cpu_direct_ok and workspace is None and block_max is None:
             res = cpu.direct(
                 cpu.WINDOW_FULL if lengths is None else cpu.WINDOW_LENGTHS, logits, lengths,
                 None, k, 1, 1, out, values, return_values, deterministic, sorted,
@@ -441,6 +473,13 @@ class Dispatcher:
             logits.dtype,
         )  # fmt: skip
         ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
+        if block_max is not None:
+            self._check_block_max(
+                block_max, logits, rows, width,
+                lambda: cpu.dense_windows_of(
+                    None if lengths is None else lengths.cpu(), rows, width
+                ),
+            )  # fmt: skip
         if rows == 0 or width == 0:
             return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
@@ -464,6 +503,7 @@ class Dispatcher:
             deterministic,
             sorted,
             ws,
+            block_max,
         )
 
     # ================================================================== 16-bit logits
@@ -567,6 +607,24 @@ class Dispatcher:
             check_output(values, "values", vdt, device, rows, k)
         return k, return_values or values is not None
 
+    def _check_block_max(self, block_max, logits, rows, width, windows) -> None:
+        """Validate ``block_max`` (``gvr_dispatch.blockmax``); in debug mode
+        (``GVR_CHECK_BLOCK_MAX``) also check its contract on the rows' windows
+        (``windows()``: their ``RowWindows``, read on the host)."""
+        check_block_max(block_max, logits.device, rows, width)
+        if debug_enabled():
+            if logits.device.type != "cpu" and self.runtime.capturing():
+                raise RuntimeError(
+                    f"gvr: {DEBUG_ENV} asks for the block_max contract check, which reads the "
+                    f"device and cannot run during CUDA-graph capture; unset it to capture"
+                )
+            w = windows()
+            dev = logits.device
+            raise_on_violations(
+                logits, block_max, torch.as_tensor(w.starts, device=dev),
+                torch.as_tensor(w.lengths, device=dev),
+            )  # fmt: skip
+
     @staticmethod
     def _check_workspace(workspace, device, kernel):
         """The caller's workspace as uint32 words (size checked at launch), or ``None``.
@@ -622,6 +680,7 @@ class Dispatcher:
         deterministic,
         sorted,
         ws,
+        block_max=None,
     ):
         # The capture status costs a CUDA call, so it is asked only where it changes the
         # outcome: a cold key, a layout copy, a split launch's workspace.
@@ -632,7 +691,10 @@ class Dispatcher:
             dev = runtime.current_index()
         kernel_values = want_values or sorted
         dt = logits.dtype
-        key = LaunchKey(dev, mode, rows, n_env, k, kernel_values, deterministic, _DTYPE_NAMES[dt])
+        key = LaunchKey(
+            dev, mode, rows, n_env, k, kernel_values, deterministic, _DTYPE_NAMES[dt],
+            block_max is not None,
+        )  # fmt: skip
         launch = self._launches.get(key)
         if launch is None:
             if runtime.capturing():
@@ -689,6 +751,7 @@ class Dispatcher:
             next_n,
             cr_shift,
             launch.parts,
+            d.arg_values if block_max is None else block_max,
         )
         if dev == runtime.current_index():
             launch.fn(*args)
@@ -849,6 +912,7 @@ class Dispatcher:
         spec=None,
         cache_dir=FROM_ENV,
         dtype=_f32,
+        block_max=False,
     ) -> WarmupReport:
         """Make every launch inside an envelope of calls ready; see :func:`gvr_dispatch.warmup`."""
         t0 = time.perf_counter()
@@ -886,6 +950,7 @@ class Dispatcher:
             with_values=with_values,
             deterministic=deterministic,
             dtypes=dtypes,
+            block_skip=block_max,
         )
         configs = list(dict.fromkeys(route(spec, key).config for key in keys))
         report = WarmupReport(device=str(device) if dev >= 0 else spec.arch, notes=notes)

@@ -166,5 +166,6 @@ def prime(launch: Launch, device) -> None:
         next_n=1,
         cr_shift=0,
         parts=1,
+        block_max=d.values,
     )
     launch.fn(*args)

@@ -1,6 +1,7 @@
 """Launch keys: what a call is routed by, built only from capture-stable quantities.
 
-A :class:`LaunchKey` is ``(device, mode, rows, n_env, k, with_values, deterministic, dtype)``:
+A :class:`LaunchKey` is ``(device, mode, rows, n_env, k, with_values, deterministic, dtype,
+block_skip)``:
 
 - ``mode``: the kernel's window source, ``"decode"`` (``topk_decode``, and ``topk`` with
   ``lengths``), ``"prefill"`` or ``"full"`` (``topk`` without ``lengths``);
@@ -11,7 +12,9 @@ A :class:`LaunchKey` is ``(device, mode, rows, n_env, k, with_values, determinis
   every row since rows are clamped to it;
 - ``with_values``: the kernel writes values (requested, or needed by ``sorted=True``);
 - ``deterministic``: the tie mode;
-- ``dtype``: the logits dtype's name (``"float32"``, ``"bfloat16"``, ``"float16"``).
+- ``dtype``: the logits dtype's name (``"float32"``, ``"bfloat16"``, ``"float16"``);
+- ``block_skip``: the call passes ``block_max`` (the router may pick a block-skip
+  configuration; ``gvr_kernels.routing.BLOCK_SKIP_MIN_BYTES``).
 
 No part of a key is read from device data, so routing never synchronises.
 :func:`route` turns a key into the ``gvr_kernels.routing.route_static`` route (family, typed
@@ -40,6 +43,7 @@ class LaunchKey(NamedTuple):
     with_values: bool
     deterministic: bool
     dtype: str
+    block_skip: bool = False
 
 
 def decode_envelope(max_seq_len: int, cr_shift: int, width: int) -> int:
@@ -50,7 +54,7 @@ def decode_envelope(max_seq_len: int, cr_shift: int, width: int) -> int:
 
 def route(spec: DeviceSpec, key: LaunchKey) -> Route:
     """The static route (and with it the compile configuration) of a launch key on ``spec``."""
-    _, mode, rows, n_env, k, with_values, deterministic, dtype = key
+    _, mode, rows, n_env, k, with_values, deterministic, dtype, *skip = key
     return route_static(
         spec,
         rows=rows,
@@ -60,13 +64,15 @@ def route(spec: DeviceSpec, key: LaunchKey) -> Route:
         with_values=with_values,
         deterministic=deterministic,
         dtype=dtype,
+        block_skip=bool(skip and skip[0]),
     )
 
 
 def describe_key(key) -> str:
     """A readable form of a launch key for error messages."""
-    dev, mode, rows, n_env, k, with_values, deterministic, dtype = key
+    dev, mode, rows, n_env, k, with_values, deterministic, dtype, *skip = key
     return (
         f"(device=cuda:{dev}, mode={mode}, rows={rows}, n_env={n_env}, k={k}, "
-        f"with_values={with_values}, deterministic={deterministic}, dtype={dtype})"
+        f"with_values={with_values}, deterministic={deterministic}, dtype={dtype}, "
+        f"block_max={bool(skip and skip[0])})"
     )

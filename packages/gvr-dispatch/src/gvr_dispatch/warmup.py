@@ -127,6 +127,7 @@ def warmup_keys(
     with_values=False,
     deterministic=False,
     dtypes=("float32",),
+    block_skip=False,
 ) -> tuple[list[LaunchKey], list[str]]:
     """Every launch key calls inside the envelope can produce (see the module docstring).
 
@@ -145,6 +146,8 @@ def warmup_keys(
         with_values, deterministic: a bool, or a tuple of the bools to cover.
         dtypes: names of the logits dtypes to cover (``"float32"``, ``"bfloat16"``,
             ``"float16"``).
+        block_skip: whether the calls pass ``block_max``: a bool, or a tuple of the bools to
+            cover.
 
     Returns:
         ``(keys, notes)``: the distinct keys in a stable order, and remarks for the report.
@@ -171,6 +174,7 @@ def warmup_keys(
         raise ValueError("modes must not be empty")
     values_opts = _flags(with_values, "with_values")
     det_opts = _flags(deterministic, "deterministic")
+    skip_opts = _flags(block_skip, "block_max")
     if width is not None:
         width = check_int(width, "width")
         if not 1 <= width < KERNEL_MAX_WIDTH:
@@ -221,5 +225,7 @@ def warmup_keys(
                 for wv in values_opts:
                     for det in det_opts:
                         for dt in dtypes:
-                            keys[LaunchKey(device_index, mode, r, n_env, kk, wv, det, dt)] = None
+                            for sk in skip_opts:
+                                key = LaunchKey(device_index, mode, r, n_env, kk, wv, det, dt, sk)
+                                keys[key] = None
     return list(keys), notes

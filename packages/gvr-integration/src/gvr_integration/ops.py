@@ -39,12 +39,12 @@ logger = logging.getLogger("gvr.integration")
 DECODE_SCHEMA = (
     "(Tensor logits, Tensor kv_lens, Tensor(a!) out, Tensor(b!)? values=None, int next_n=1, "
     "int compress_ratio=1, int? max_seq_len=None, Tensor? workspace=None, "
-    "bool deterministic=False, bool sorted=False) -> ()"
+    "bool deterministic=False, bool sorted=False, Tensor? block_max=None) -> ()"
 )
 PREFILL_SCHEMA = (
     "(Tensor logits, Tensor row_starts, Tensor row_ends, Tensor(a!) out, "
     "Tensor(b!)? values=None, Tensor? workspace=None, bool deterministic=False, "
-    "bool sorted=False) -> ()"
+    "bool sorted=False, Tensor? block_max=None) -> ()"
 )
 _DEVICES = ("cpu", "cuda")
 
@@ -64,6 +64,7 @@ def _topk_decode_op(
     workspace=None,
     deterministic=False,
     sorted=False,
+    block_max=None,
 ):
     gvr_dispatch.topk_decode(
         logits,
@@ -76,6 +77,7 @@ def _topk_decode_op(
         workspace=workspace,
         deterministic=deterministic,
         sorted=sorted,
+        block_max=block_max,
     )
 
 
@@ -94,6 +96,7 @@ def _topk_prefill_op(
     workspace=None,
     deterministic=False,
     sorted=False,
+    block_max=None,
 ):
     gvr_dispatch.topk_prefill(
         logits,
@@ -104,6 +107,7 @@ def _topk_prefill_op(
         workspace=workspace,
         deterministic=deterministic,
         sorted=sorted,
+        block_max=block_max,
     )
 
 
@@ -142,6 +146,7 @@ def _topk_decode_fake(
     workspace=None,
     deterministic=False,
     sorted=False,
+    block_max=None,
 ):
     _fake_outputs(logits, out, values)
     torch._check(next_n >= 1, lambda: f"next_n must be >= 1, got {next_n}")
@@ -163,6 +168,7 @@ def _topk_prefill_fake(
     workspace=None,
     deterministic=False,
     sorted=False,
+    block_max=None,
 ):
     _fake_outputs(logits, out, values)
     for name, t in (("row_starts", row_starts), ("row_ends", row_ends)):
@@ -209,6 +215,7 @@ def topk_decode(
     workspace=None,
     deterministic=False,
     sorted=False,
+    block_max=None,
 ):
     """Decode top-K: :func:`gvr_dispatch.topk_decode` eagerly, ``gvr::topk_decode`` when traced.
 
@@ -234,6 +241,10 @@ def topk_decode(
             tensor); ignored on the CPU.
         deterministic: ties at the K-th value go to the smallest indices.
         sorted: descending values, ties by ascending index, ``-1`` last.
+        block_max: optional float32 ``[rows, ceil(width / 32)]`` block bounds from the
+            scores' producer (``gvr_integration.indexer.block_maxima``): large launches then
+            read only the blocks that can hold a winner (see
+            :func:`gvr_dispatch.topk_decode`).
 
     Returns:
         ``out`` (int32 ``[rows, k]``, local indices, ``-1`` padded), or ``(out, values)``
@@ -257,6 +268,7 @@ def topk_decode(
             workspace=workspace,
             deterministic=deterministic,
             sorted=sorted,
+            block_max=block_max,
         )
     out, values = _traced_buffers(logits, k, out, values, return_values)
     torch.ops.gvr.topk_decode(
@@ -270,6 +282,7 @@ def topk_decode(
         _workspace_tensor(workspace),
         deterministic,
         sorted,
+        block_max,
     )
     return out if values is None else (out, values)
 
@@ -286,6 +299,7 @@ def topk_prefill(
     workspace=None,
     deterministic=False,
     sorted=False,
+    block_max=None,
 ):
     """Prefill top-K over windows: :func:`gvr_dispatch.topk_prefill` eagerly,
     ``gvr::topk_prefill`` when traced.
@@ -294,7 +308,7 @@ def topk_prefill(
         logits: float32, bfloat16 or float16 ``[rows, width]`` on CPU or CUDA.
         row_starts, row_ends: int32 ``[rows]``, contiguous: row ``r`` selects from columns
             ``[row_starts[r], row_ends[r])`` (clamped to ``[0, width]``).
-        k, out, values, return_values, workspace, deterministic, sorted: as in
+        k, out, values, return_values, workspace, deterministic, sorted, block_max: as in
             :func:`topk_decode`.
 
     Returns:
@@ -317,6 +331,7 @@ def topk_prefill(
             workspace=workspace,
             deterministic=deterministic,
             sorted=sorted,
+            block_max=block_max,
         )
     out, values = _traced_buffers(logits, k, out, values, return_values)
     torch.ops.gvr.topk_prefill(
@@ -328,5 +343,6 @@ def topk_prefill(
         _workspace_tensor(workspace),
         deterministic,
         sorted,
+        block_max,
     )
     return out if values is None else (out, values)

@@ -215,8 +215,14 @@ class DSADecodePipeline:
             inp.q, inp.weights, self.keys, inp.lengths, out=out, block_max=block_max
         )
 
-    def select(self, logits: torch.Tensor, kv_lens: torch.Tensor) -> torch.Tensor:
-        """GVR top-K of the step (eager :func:`gvr_integration.ops.topk_decode`)."""
+    def select(
+        self,
+        logits: torch.Tensor,
+        kv_lens: torch.Tensor,
+        block_max: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """GVR top-K of the step (eager :func:`gvr_integration.ops.topk_decode`), reading the
+        indexer's block maxima when given."""
         c = self.config
         return ops.topk_decode(
             logits,
@@ -225,6 +231,7 @@ class DSADecodePipeline:
             next_n=c.next_n,
             compress_ratio=c.compress_ratio,
             max_seq_len=self.max_seq_len,
+            block_max=block_max,
         )
 
     def check(
@@ -246,17 +253,28 @@ class DSADecodePipeline:
         return sparse_attention(inp.q, self.keys, self.values, indices)
 
     # ------------------------------------------------------------------ one step
-    def step(self, groups: Sequence[int], select: Selector | None = None) -> StepResult:
+    def step(
+        self, groups: Sequence[int], select: Selector | None = None, block_skip: bool = False
+    ) -> StepResult:
         """Run one decode step end to end and compare it (see the module docstring).
 
         Args:
             groups: the query groups of the step's requests (:func:`decode_schedule`).
             select: the top-K call, ``select(logits, kv_lens) -> int32 [rows, K]``; default
                 :meth:`select`.
+            block_skip: the indexer also writes block maxima and the default selection
+                reads them (block-skip); ignored with ``select``.
         """
         inp = self.inputs(groups)
-        logits = self.scores(inp)
-        idx = (select or self.select)(logits, inp.kv_lens)
+        if block_skip and select is None:
+            rows = inp.kv_lens.shape[0] * self.config.next_n
+            bm = torch.empty((rows, -(-self.width // 32)), dtype=torch.float32,
+                             device=inp.q.device)  # fmt: skip
+            logits = self.scores(inp, block_max=bm)
+            idx = self.select(logits, inp.kv_lens, block_max=bm)
+        else:
+            logits = self.scores(inp)
+            idx = (select or self.select)(logits, inp.kv_lens)
         report = self.check(logits, inp.kv_lens, idx)
         if not report.ok:
             logger.warning("%s: inexact selection\n%s", self.config.label(), report.summary())

@@ -35,6 +35,9 @@ class KernelArgs(NamedTuple):
         next_n: decode rows per request.
         cr_shift: ``log2(compress_ratio)``.
         parts: CTAs per row (1 unless the route splits rows).
+        block_max: float32 ``(rows, >= ceil(width / 32))`` with unit inner stride: each
+            entry at least every score of its 32 columns of the logits row
+            (``gvr_reference.blockskip``), read by block-skip configurations (else unused).
     """
 
     logits: Any
@@ -48,6 +51,7 @@ class KernelArgs(NamedTuple):
     next_n: int
     cr_shift: int
     parts: int
+    block_max: Any
 
 
 def fake_kernel_args(dtype: str = "float32") -> tuple:
@@ -86,6 +90,9 @@ def fake_kernel_args(dtype: str = "float32") -> tuple:
         next_n=Int32(1),
         cr_shift=Int32(0),
         parts=Int32(1),
+        block_max=cute.runtime.make_fake_tensor(
+            Float32, (cute.sym_int(), cute.sym_int()), (cute.sym_int64(), 1), assumed_align=4
+        ),
     )
     stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
     return (*tensors, stream)

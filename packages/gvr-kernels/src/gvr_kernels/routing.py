@@ -155,6 +155,15 @@ CLUSTER_BRACKET_MIN_K = 512
 CLUSTER_ROW_N = 16384
 #: Largest K four 512-thread cluster CTAs serve (envelopes up to 32,768).
 CLUSTER_SMALL_K = 1024
+#: A launch that passes block maxima skips blocks (``StreamingConfig.block_skip``) when its
+#: logits take at least this many bytes (``rows * n_env * itemsize``). Measured on the H200
+#: (``benchmarks/results/h200/bench_blockskip_tune.json``, float32, raw kernel times): from
+#: 32 MiB on, every launch whose rows open the in-kernel gate ran faster with the maxima
+#: (gaussian rows 1.04-1.35x, locality rows 1.06-3.1x); at 8-16 MiB gaussian rows ran
+#: 0-4 % slower (the bound reads and the mask add latency a short launch does not hide).
+#: TensorRT-LLM's draft block-skip (PR #18122) gates at 128 MiB. Below it the route
+#: ignores the maxima.
+BLOCK_SKIP_MIN_BYTES = 32 << 20
 #: The kernel families the router picks from, in the order it tries them.
 FAMILY_NAMES = ("register", "cluster", "streaming")
 
@@ -359,6 +368,7 @@ def route_static(
     deterministic: bool = False,
     dtype: str = "float32",
     families: tuple[str, ...] = FAMILY_NAMES,
+    block_skip: bool = False,
 ) -> Route:
     """Choose the configuration and grid for a launch.
 
@@ -376,6 +386,9 @@ def route_static(
         families: the families the router may pick (default: all of :data:`FAMILY_NAMES`;
             the streaming family serves every launch, so it is always allowed); tools and
             benchmarks use this to time a launch without a family.
+        block_skip: the launch passes producer block maxima (``KernelArgs.block_max``): a
+            streaming route of at least :data:`BLOCK_SKIP_MIN_BYTES` of logits reads them
+            (``StreamingConfig.block_skip``); any other route ignores them.
 
     Returns:
         The :class:`Route`. It is a pure function of its arguments, so a launch key made from
@@ -438,6 +451,9 @@ def route_static(
             unroll = UNROLL_16BIT_MANY_ROWS
         core = replace(core, dtype=dtype, unroll=unroll)
     config = replace(core, mode=mode, with_values=with_values, deterministic=deterministic)
+    itemsize = 4 if dtype == "float32" else 2
+    if block_skip and not config.prefetch and rows * n_env * itemsize >= BLOCK_SKIP_MIN_BYTES:
+        config = replace(config, block_skip=True)
     return Route(
         config=config,
         parts=parts,
@@ -467,7 +483,7 @@ def routed_configs(
 ) -> Iterator[StreamingConfig | RegisterConfig | ClusterConfig]:
     """Every distinct configuration :func:`route_static` produces for ``spec``, over the shapes
     at both sides of every routing boundary, in every call mode with and without values and
-    deterministic ties, for every logits dtype."""
+    deterministic ties, for every logits dtype, with and without block maxima."""
     s = spec.sm_count
     seen: dict = {}
     h = s // 2
@@ -492,8 +508,13 @@ def routed_configs(
             CLUSTER_WIDE_N + 1,
             262144,
         ):
-            for k, mode, with_values, det, dtype in itertools.product(
-                (512, CLUSTER_SMALL_K + 1, MAX_K), MODES, (False, True), (False, True), DTYPES
+            for k, mode, with_values, det, dtype, skip in itertools.product(
+                (512, CLUSTER_SMALL_K + 1, MAX_K),
+                MODES,
+                (False, True),
+                (False, True),
+                DTYPES,
+                (False, True),
             ):
                 try:
                     r = route_static(
@@ -505,6 +526,7 @@ def routed_configs(
                         with_values=with_values,
                         deterministic=det,
                         dtype=dtype,
+                        block_skip=skip,
                     )
                 except ValueError:  # K too large for this part's shared memory
                     continue

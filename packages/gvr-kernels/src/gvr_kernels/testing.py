@@ -235,6 +235,7 @@ class KernelProvider:
         words = max(1 << 22, max_workspace_words(self.spec))
         self.workspace = torch.zeros(words, dtype=torch.int32, device=self.dev).view(torch.uint32)
         self.dummy_i = torch.zeros(1, dtype=torch.int32, device=self.dev)
+        self.dummy_f = torch.zeros((1, 1), dtype=torch.float32, device=self.dev)
 
     def get(self, cfg):
         """The compiled kernel of ``cfg`` (any registered family)."""
@@ -263,13 +264,15 @@ class KernelProvider:
         paths=False,
         n_env=None,
         route=None,
+        block_max=None,
     ):
         """Run the routed kernel; returns ``(out, values|None, paths|None, route)``.
         Outputs start poisoned (0x7FFFFFFF / 7.0 / -7) so unwritten slots are caught.
         ``route``: a :class:`gvr_kernels.routing.Route` to force (its configuration's call
         mode and flags are replaced by the arguments); by default the call is routed as the
         dispatcher routes it, by its mode, flags and the logits dtype (float32, bfloat16 or
-        float16; values come back in that dtype)."""
+        float16; values come back in that dtype). ``block_max``: the producer's block maxima
+        (float32 ``[rows, ceil(width / 32)]``), routed as a call passing them is."""
         from dataclasses import replace
 
         from .abi import KernelArgs
@@ -290,6 +293,7 @@ class KernelProvider:
                 with_values=values,
                 deterministic=det,
                 dtype=dtype,
+                block_skip=block_max is not None,
             )
         cfg = replace(
             route.config, mode=mode, with_values=values, deterministic=det, record_paths=paths
@@ -312,6 +316,7 @@ class KernelProvider:
             next_n=next_n,
             cr_shift=int(math.log2(cr)),
             parts=route.parts,
+            block_max=self.dummy_f if block_max is None else block_max,
         )
         fn(*args)
         return out, (val if values else None), (pth if paths else None), route

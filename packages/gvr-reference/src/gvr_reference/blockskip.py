@@ -38,10 +38,34 @@ import numpy as np
 from ._checks import check_logits
 from .keys import order_key
 
-__all__ = ["BLOCK", "block_maxima", "contract_violations", "SkipTrace", "simulate_block_skip"]
+__all__ = [
+    "BLOCK",
+    "GATE_64THS",
+    "SKIPPED",
+    "block_maxima",
+    "contract_violations",
+    "SkipTrace",
+    "simulate_block_skip",
+    "sample_gate",
+    "MASK_BLOCKS",
+    "kernel_skips",
+]
 
 #: Columns per block (the draft upstream block-skip's size).
 BLOCK = 32
+
+#: The streaming kernel's block-skip gate, per score format: the row skips blocks when at most
+#: ``GATE_64THS / 64`` of its sample runs (``4 * vec`` consecutive scores, 64 bytes) hold a
+#: key at or above the pass threshold. A block of 32 float32 scores is two runs, so 29 / 64
+#: puts about ``1 - (1 - 29/64)**2 = 0.70`` of the blocks live at the gate on rows whose
+#: survivors do not cluster; a 16-bit block is one run (45 / 64 = 0.70). Above that the
+#: bounds (1/32 of a float32 row, 1/16 of a 16-bit one) and the scattered reads would cost
+#: more than they save, so the row streams every block.
+GATE_64THS = {"float32": 29, "bfloat16": 45, "float16": 45}
+
+#: Bit or-ed into a recorded path code (``gvr_reference.model.Path``) when the row's pass
+#: skipped blocks.
+SKIPPED = 64
 
 
 def _check_block(block: int) -> None:
@@ -168,3 +192,54 @@ def simulate_block_skip(
             return SkipTrace("skip", rank, t, read, nblocks, int(staged.size), top)
     top = np.argsort(keys, kind="stable")[::-1][:k].astype(np.int64)
     return SkipTrace("fallback", None, None, read, nblocks, None, top)
+
+
+#: Blocks one CTA's live-block mask holds (``gvr_kernels.streaming.config.SKIP_MASK_WORDS``
+#: words of 32 bits): a chunk meeting more blocks streams every block.
+MASK_BLOCKS = 264 * 32
+
+
+def sample_gate(sample_keys: np.ndarray, t_pass: int, dtype: str = "float32") -> bool:
+    """The streaming kernel's block-skip gate on a row's sample: at most ``GATE_64THS[dtype]
+    / 64`` of the sample runs (``4 * vec`` consecutive keys, in order) hold a key ``>=
+    t_pass`` (the pass threshold, in the format's key space), and there is a run.
+
+    Args:
+        sample_keys: uint32 order keys of the sample, in sample order
+            (``gvr_reference.model`` samples runs of four 16-byte vectors).
+        t_pass: the key the pass stages from.
+        dtype: the logits format (``vec``: 4 scores a vector for float32, 8 for 16-bit).
+    """
+    run = 4 * (4 if dtype == "float32" else 8)
+    runs = sample_keys.size // run
+    if runs == 0:
+        return False
+    hit = (sample_keys[: runs * run].reshape(runs, run) >= t_pass).any(axis=1)
+    return int(hit.sum()) * 64 <= runs * GATE_64THS[dtype]
+
+
+def kernel_skips(values: np.ndarray, k: int, cfg, lead: int = 0, chunk_blocks: int = 0) -> bool:
+    """Whether the streaming kernel's first pass over a row skips blocks
+    (``StreamingConfig.block_skip``): the row is sampled, and :func:`sample_gate` opens at the
+    first pass's threshold (the rung, or one above a crowded rung), and the CTA's chunk meets
+    at most :data:`MASK_BLOCKS` blocks (``chunk_blocks``; 0: not checked).
+
+    Args:
+        values: float32 ``[n]``, the row's valid window (16-bit formats: their values).
+        k: top-K size.
+        cfg: the ``gvr_reference.model.ModelConfig`` of the kernel.
+        lead: window start modulo ``vec``.
+        chunk_blocks: blocks the CTA's chunk meets.
+    """
+    from .keys import format_keys, key_format
+    from .ladder import row_plan
+    from .model import _sample_keys, simulate_row
+
+    t = simulate_row(values, k, cfg, lead)
+    if t.t1 is None or t.sample_size == 0 or chunk_blocks > MASK_BLOCKS:
+        return False
+    fmt = key_format(cfg.dtype)
+    keys = format_keys(np.ascontiguousarray(values, dtype=np.float32), fmt)
+    plan = row_plan(int(values.shape[0]), k, lead, cfg.params)
+    sample = _sample_keys(keys, plan, lead, cfg.params.vec)
+    return sample_gate(sample, int(t.t1) + int(t.crowded), cfg.dtype)

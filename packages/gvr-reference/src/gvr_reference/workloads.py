@@ -162,6 +162,18 @@ def dsa_like(rng, rows, width, k, *, lengths=None):
 
 
 @_rowwise
+def sink_window(rng, n, k, r):
+    """Locality: standard normal scores, an attention sink (the first 64 positions, +8) and a
+    recent window (the last ``min(4096, n // 4)`` positions, +6), the shape of DSA decode
+    rows whose top-K lives in few blocks (what block-skip exists for;
+    ``gvr_reference.blockskip``)."""
+    row = rng.standard_normal(n).astype(np.float32)
+    row[: min(64, n)] += np.float32(8)
+    row[n - min(4096, n // 4) :] += np.float32(6)
+    return row
+
+
+@_rowwise
 def tie_flood(rng, n, k, r):
     """A handful of distinct values with huge multiplicities: fewer than ``k`` copies of the
     top value, then a tie class at the K-th value several times larger than ``k`` (when the
@@ -366,6 +378,7 @@ def levels16(rng, n, k, r):
 FAMILIES: dict[str, Family] = {
     "gaussian": gaussian,
     "dsa_like": dsa_like,
+    "sink_window": sink_window,
     "tie_flood": tie_flood,
     "two_valued": two_valued,
     "constant": constant,

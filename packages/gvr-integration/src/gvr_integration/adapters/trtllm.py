@@ -50,6 +50,7 @@ def indexer_topk_decode(
     radix_aux_indices=None,
     radix_aux_logits=None,
     max_seq_len=None,
+    block_max=None,
 ):
     """Decode top-K in TensorRT-LLM's ``indexer_topk_decode`` call shape; fills ``indices``.
 
@@ -68,6 +69,9 @@ def indexer_topk_decode(
         max_seq_len: GVR extension: an upper bound on ``seq_lens`` in uncompressed tokens that
             sizes the launch. Default ``width * compress_ratio``, so no host read happens and
             the call is capture-safe.
+        block_max: GVR extension: float32 ``[rows, ceil(width / 32)]`` block maxima written
+            by the scores' producer (``gvr_integration.indexer.block_maxima``); large launches
+            then skip blocks that cannot hold a winner (:func:`gvr_dispatch.topk_decode`).
 
     Returns:
         None (the answer is in ``indices``).
@@ -108,10 +112,11 @@ def indexer_topk_decode(
         compress_ratio=compress_ratio,
         out=out,
         max_seq_len=max_seq_len,
+        block_max=block_max,
     )
 
 
-def indexer_topk_prefill(logits, row_starts, row_ends, indices, index_topk=2048):
+def indexer_topk_prefill(logits, row_starts, row_ends, indices, index_topk=2048, *, block_max=None):
     """Prefill top-K in TensorRT-LLM's ``indexer_topk_prefill`` call shape; fills ``indices``.
 
     Row ``r`` selects the top-K of ``logits[r, row_starts[r]:row_ends[r]]`` and reports
@@ -124,6 +129,7 @@ def indexer_topk_prefill(logits, row_starts, row_ends, indices, index_topk=2048)
         indices: int32 contiguous, at least ``rows * index_topk`` elements; row ``r`` is written
             at flat offset ``r * index_topk`` (the peer's addressing).
         index_topk: K.
+        block_max: GVR extension, as in :func:`indexer_topk_decode`.
 
     Returns:
         None (the answer is in ``indices``).
@@ -145,7 +151,7 @@ def indexer_topk_prefill(logits, row_starts, row_ends, indices, index_topk=2048)
     check_tensor(indices, "indices", dim=2)
     k = check_int(index_topk, "index_topk", minimum=1)
     out = packed_rows(indices, rows, k, "indices", device)
-    ops.topk_prefill(logits, row_starts, row_ends, k, out=out)
+    ops.topk_prefill(logits, row_starts, row_ends, k, out=out, block_max=block_max)
 
 
 class TopKImplementation(enum.Enum):

@@ -207,10 +207,35 @@ def above_bound(words, bound: Uint32, fmt: cutlass.Constexpr = F32):
 
 
 @cute.jit
-def key_bits(key: Uint32) -> Uint32:
-    """The float32 bits of a canonical float32 order key (``gvr_reference.keys.key_to_float``;
-    the NaN key gives a NaN, the key of both zeros ``+0.0``)."""
-    return key ^ (Uint32(0x80000000) | ((key >> Uint32(31)) - Uint32(1)))
+def key_bits(key: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
+    """The raw bits of a canonical order key of format ``fmt`` (float32:
+    ``gvr_reference.keys.key_to_float``; the NaN key gives a NaN, the key of both zeros
+    ``+0.0``; 16-bit formats: the same map within 16 bits, zero-extended)."""
+    if const_expr(fmt.bits == 32):
+        return key ^ (Uint32(0x80000000) | ((key >> Uint32(31)) - Uint32(1)))
+    else:
+        flip = (Uint32(fmt.sign) | ((key >> Uint32(fmt.bits - 1)) - Uint32(1))) & Uint32(fmt.mask)
+        return key ^ flip
+
+
+@cute.jit
+def bound_word(thr_key: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
+    """The float32 word a float32 upper bound is compared with (:func:`bound_reaches`) to
+    decide whether a block it bounds may hold a score of format ``fmt`` with key
+    ``>= thr_key``: :func:`stream_bound` of the float32 key of the threshold's exact widening
+    (:func:`widen_bits` is order-preserving, so a 16-bit score with key ``>= thr_key`` widens
+    to a float32 at or above the widened threshold, and so does every bound of it)."""
+    t32 = thr_key
+    if const_expr(fmt.bits == 16):
+        t32 = order_key(widen_bits(key_bits(thr_key, fmt), fmt))
+    return stream_bound(t32)
+
+
+@cute.jit
+def bound_reaches(bits: Uint32, word: Uint32) -> Boolean:
+    """Whether a float32 bound with raw ``bits`` is ``>= T`` in order-key terms, for
+    ``word = bound_word(T)``: one IEEE ``setp.gtu.f32`` (a NaN bound reaches every key)."""
+    return _gtu_f32(bits, word)
 
 
 @dsl_user_op

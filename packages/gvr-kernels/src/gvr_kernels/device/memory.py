@@ -12,7 +12,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Uint32, const_expr
 from cutlass._mlir.dialects import llvm
-from cutlass.cutlass_dsl import dsl_user_op
+from cutlass.cutlass_dsl import T, dsl_user_op
 
 from .keys import F32
 
@@ -25,6 +25,25 @@ def load_vec4(ptr: cute.Pointer):
         write_only_types=[Uint32, Uint32, Uint32, Uint32],
         read_only_args=[ptr],
     )
+
+
+@dsl_user_op
+def load_vec4_if(addr: Int64, flag: Uint32, *, loc=None, ip=None):
+    """:func:`load_vec4` when ``flag != 0``, else four zeros and no memory access (one
+    predicated load: a lane whose flag is clear issues no request). ``addr``: the 16-byte
+    aligned global byte address (``pointer.toint()``)."""
+    operands = [Int64(addr).ir_value(loc=loc, ip=ip), Uint32(flag).ir_value(loc=loc, ip=ip)]
+    res = llvm.inline_asm(
+        llvm.StructType.get_literal([T.i32()] * 4),
+        operands,
+        "{ .reg .pred p; setp.ne.u32 p, $5, 0; mov.b32 $0, 0; mov.b32 $1, 0; mov.b32 $2, 0; "
+        "mov.b32 $3, 0; @p ld.global.nc.L1::no_allocate.v4.u32 {$0, $1, $2, $3}, [$4]; }",
+        "=r,=r,=r,=r,l,r",
+        has_side_effects=False,
+        loc=loc,
+        ip=ip,
+    )
+    return [Uint32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4)]
 
 
 @cute.jit

@@ -23,7 +23,7 @@ from cutlass import Int32, Int64, Uint32, const_expr
 from .keys import F32, format_of
 from .memory import load_score, store_score
 
-__all__ = ["row_window", "write_short_row"]
+__all__ = ["row_window", "window_column", "write_short_row"]
 
 
 @cute.jit
@@ -55,6 +55,16 @@ def row_window(
     # Element offset of the 16-byte-aligned address at or below the window start.
     row_off = Int64(row) * Int64(logits.stride[0]) + Int64(start - lead)
     return n, lead, logits.iterator + row_off
+
+
+@cute.jit
+def window_column(mode: cutlass.Constexpr, logits, lens_a, row: Int32, lead: Int32) -> Int32:
+    """The physical column of the 16-byte-aligned element :func:`row_window`'s ``base``
+    points at (``start - lead``; 0 for decode and full rows)."""
+    c0 = Int32(0)
+    if const_expr(mode == "prefill"):
+        c0 = cutlass.min(cutlass.max(lens_a[row], Int32(0)), logits.shape[1]) - lead
+    return c0
 
 
 @cute.jit

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gvr_reference.blockskip import MASK_BLOCKS
 from gvr_reference.keys import KeyFormat, key_format
 from gvr_reference.ladder import LadderParams
 
@@ -27,6 +28,7 @@ __all__ = [
     "CTL_ALLOC",
     "WS_HEADER_WORDS",
     "SMEM_ALIGN",
+    "SKIP_MASK_WORDS",
 ]
 
 MODES = ("decode", "prefill", "full")
@@ -39,6 +41,10 @@ CTL_ALLOC = 24
 WS_HEADER_WORDS = 4
 #: Byte alignment of every shared-memory array (16-byte vector access).
 SMEM_ALIGN = 16
+#: Words of a block-skip CTA's live-block mask: one bit per block of ``BLOCK`` columns, so a
+#: CTA's chunk of up to 8,448 blocks (270,336 float32 columns) can skip blocks; a longer chunk
+#: streams every block.
+SKIP_MASK_WORDS = MASK_BLOCKS // 32
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,12 @@ class StreamingConfig:
         dtype: the logits format, ``"float32"``, ``"bfloat16"`` or ``"float16"``: 16-bit rows
             are read as 16-byte vectors of 8 scores and selected on 16-bit order keys (two
             radix levels decide any key); values are written in the same format.
+        block_skip: the kernel reads the producer's block maxima (``KernelArgs.block_max``,
+            float32 ``[rows, ceil(width / 32)]``, each entry at least every score of its 32
+            columns) and, where the row's sample says the first rung's survivors cluster,
+            loads only the blocks whose bound reaches the pass threshold
+            (``gvr_reference.blockskip``). Needs ``prefetch == 0`` (a bulk prefetch would read
+            the skipped blocks).
     """
 
     mode: str = "decode"
@@ -93,6 +105,7 @@ class StreamingConfig:
     record_paths: bool = False
     prefetch: int = 0
     dtype: str = "float32"
+    block_skip: bool = False
 
     def __post_init__(self) -> None:
         fmt = key_format(self.dtype)  # validates the name
@@ -115,6 +128,11 @@ class StreamingConfig:
             raise TypeError(f"prefetch must be an int (tiles), got {self.prefetch!r}")
         if not 0 <= self.prefetch <= 8:
             raise ValueError(f"prefetch must be in [0, 8] tiles, got {self.prefetch}")
+        if self.block_skip and self.prefetch:
+            raise ValueError(
+                f"block_skip needs prefetch=0 (a bulk prefetch reads skipped blocks), got "
+                f"prefetch={self.prefetch}"
+            )
         if not 1 <= self.unroll <= 8:
             raise ValueError(f"unroll must be in [1, 8], got {self.unroll}")
         _ = self.ladder  # validates the ladder fields
@@ -155,7 +173,7 @@ class StreamingConfig:
             ("sample", "u32", self.sample_max),
             ("stage_bits", "u32", self.capacity),
             ("stage_idx", "i32", self.capacity),
-        )
+        ) + ((("skip", "u32", SKIP_MASK_WORDS),) if self.block_skip else ())
 
     @property
     def smem_bytes(self) -> int:
@@ -194,6 +212,8 @@ class StreamingConfig:
             parts.append(f"b{self.aim_boost}")
         if self.prefetch:
             parts.append(f"pf{self.prefetch}")
+        if self.block_skip:
+            parts.append("skip")
         if self.with_values:
             parts.append("values")
         if self.deterministic:

@@ -49,6 +49,7 @@ import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Int32, Int64, Uint32, const_expr
+from gvr_reference.blockskip import BLOCK, GATE_64THS, SKIPPED
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import Path, crowd_min_ties
 from gvr_reference.ragged import MIN_PART, UNIT
@@ -57,6 +58,8 @@ from ..device import shared
 from ..device.keys import (
     KEY_MAX,
     above_bound,
+    bound_reaches,
+    bound_word,
     order_key,
     stream_bound,
     stream_threshold,
@@ -64,7 +67,7 @@ from ..device.keys import (
     top_aligned,
 )
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, Source, Window
-from ..device.memory import load_coherent, load_score
+from ..device.memory import load_coherent, load_scalar, load_score, load_vec4_if
 from ..device.ops import DEVICE_OPS
 from ..device.sampling import load_sample
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
@@ -72,8 +75,15 @@ from ..device.shared import record_path
 from ..device.staging import stage_selected
 from ..device.tiles import load_tile, prefetch_vectors
 from ..device.warp import inclusive_sum
-from ..device.window import row_window, write_short_row
-from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, WS_HEADER_WORDS, StreamingConfig
+from ..device.window import row_window, window_column, write_short_row
+from .config import (
+    CTL_WORDS,
+    HIST_BINS,
+    SKIP_MASK_WORDS,
+    SMEM_ALIGN,
+    WS_HEADER_WORDS,
+    StreamingConfig,
+)
 
 __all__ = ["StreamingTopK", "allocate_shared"]
 
@@ -136,11 +146,23 @@ class StreamingTopK:
         next_n: Int32,
         cr_shift: Int32,
         parts: Int32,
+        block_max: cute.Tensor,  # (rows, ceil(width / 32)) fp32
         stream: cuda.CUstream,
     ):
         rows = out.shape[0]
         self.kernel(
-            logits, lens_a, lens_b, out, values, workspace, paths, k, next_n, cr_shift, parts
+            logits,
+            lens_a,
+            lens_b,
+            out,
+            values,
+            workspace,
+            paths,
+            k,
+            next_n,
+            cr_shift,
+            parts,
+            block_max,
         ).launch(
             grid=[rows * parts, 1, 1],
             block=[self.cfg.threads, 1, 1],
@@ -167,6 +189,7 @@ class StreamingTopK:
         next_n: Int32,
         cr_shift: Int32,
         parts: Int32,
+        block_max: cute.Tensor,
     ):
         cfg = self.cfg
         bid, _, _ = cute.arch.block_idx()
@@ -185,18 +208,18 @@ class StreamingTopK:
             if row >= 0:
                 self._row(
                     sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n,
-                    cr_shift, row, part, row_parts,
+                    cr_shift, row, part, row_parts, block_max,
                 )  # fmt: skip
         else:
             self._row(
                 sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n, cr_shift,
-                row, part, parts,
+                row, part, parts, block_max,
             )  # fmt: skip
 
     @cute.jit
     def _row(
         self, sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n, cr_shift,
-        row, part, parts,
+        row, part, parts, block_max,
     ):  # fmt: skip
         """Row ``row`` (or, split, its part ``part`` of ``parts``)."""
         cfg = self.cfg
@@ -216,7 +239,13 @@ class StreamingTopK:
             if tid < CTL_WORDS:
                 sh.ctl[tid] = Int32(0)
             cute.arch.barrier()
-            self._long_row(sh, out, values, workspace, paths, base, lead, row, part, parts, n, k)
+            c0 = Int32(0)
+            if const_expr(cfg.block_skip):
+                c0 = window_column(cfg.mode, logits, lens_a, row, lead)
+            self._long_row(
+                sh, out, values, workspace, paths, base, lead, row, part, parts, n, k, block_max,
+                c0,
+            )  # fmt: skip
 
     # ------------------------------------------------------------------ ragged split
     @cute.jit
@@ -294,7 +323,10 @@ class StreamingTopK:
 
     # ------------------------------------------------------------------ row bodies
     @cute.jit
-    def _long_row(self, sh, out, values, workspace, paths, base, lead, row, part, parts, n, k):
+    def _long_row(
+        self, sh, out, values, workspace, paths, base, lead, row, part, parts, n, k, block_max,
+        c0,
+    ):  # fmt: skip
         cfg = self.cfg
         fmt = cfg.key_format
         key_max = Uint32(fmt.key_max)
@@ -353,15 +385,30 @@ class StreamingTopK:
         # ---- 4. stream (a crowded rung: the keys above it). The path code and the rung wait
         # in shared memory: the pass is where registers are scarcest.
         crowd = Uint32(cutlass.select_(code == Int32(Path.TIE), 1, 0))
+        skip = Boolean(False)
+        if const_expr(cfg.block_skip):
+            if not plan.unsampled:
+                skip = self._skip_mask(
+                    sh, block_max, row, c0, v_begin, v_end, thr_key + crowd, n_sample
+                )
+            if skip:
+                code = code | Int32(SKIPPED)
         if tid == 0:
             sh.ctl[Ctl.CODE] = code
             sh.ctl[Ctl.THR] = Int32(thr_key)
             sh.ctl[Ctl.N] = n
+        skip_arg = None  # (a configuration without block skip traces no mask test)
+        if const_expr(cfg.block_skip):
+            skip_arg = skip
         count = self._stream(
             sh, base, lead, v_begin, v_end, own_tail, plan.tail_start, n, thr_key + crowd,
-            asked=True,
+            asked=True, skip=skip_arg, c0=c0,
         )  # fmt: skip
         code = sh.ctl[Ctl.CODE]
+        skipped = Int32(0)
+        if const_expr(cfg.block_skip):
+            skipped = code & Int32(SKIPPED)
+            code = code ^ skipped
         thr_key = Uint32(sh.ctl[Ctl.THR])
         n = sh.ctl[Ctl.N]
         plan = row_plan(n, k, lead, self.params, DEVICE_OPS)
@@ -427,7 +474,7 @@ class StreamingTopK:
                     select_and_emit(
                         cfg, sh, win, Source.STAGE, out, values, row, k, lo_sel, max_key, count
                     )
-            self._record(paths, row, code, parts)
+            self._record(paths, row, code | skipped, parts)
 
     @cute.jit
     def _retry(self, sh, win, plan, base, lead, n, k, count, thr_key, lo_sel, code):
@@ -473,7 +520,7 @@ class StreamingTopK:
     @cute.jit
     def _stream(
         self, sh, base, lead, v_begin, v_end, own_tail, tail_start, n, thr_key,
-        asked: cutlass.Constexpr = False,
+        asked: cutlass.Constexpr = False, skip=None, c0=None,
     ):  # fmt: skip
         """Stage every score of this CTA's chunk with key >= ``thr_key``; returns the count.
 
@@ -481,6 +528,11 @@ class StreamingTopK:
         none is written past the capacity (``stage_selected``), so an overflow is detected
         without writing out of bounds. A single-CTA row's pass ends with the staged maximum
         key in ``ctl[Ctl.MAXKEY]``.
+
+        ``skip`` (block-skip configurations): the live-block mask ``sh.skip`` holds this
+        chunk's blocks (:meth:`_skip_mask`, for ``thr_key``); a vector of a dead block is not
+        loaded, and a warp whose vectors of a tile are all dead skips the tile. ``c0``: the
+        physical column of vector 0.
         """
         cfg = self.cfg
         fmt = cfg.key_format
@@ -522,6 +574,34 @@ class StreamingTopK:
         # Whole tiles first, with no range test; then the one partial tile, tested.
         bound = stream_bound(thr_key, fmt)
         v_whole = v_first + (cutlass.max(v_end - v_first, Int32(0)) // tile) * tile
+        if const_expr(skip is None):
+            self._dense_tiles(sh, base, lead, v_first, v_whole, v_end, bound)
+        else:
+            if skip:
+                j0 = (c0 + v_begin * fmt.vec) >> Int32(5)
+                for tb in cutlass.range(v_first, v_whole, tile):
+                    self._skip_tile(sh, base, tb, v_end, c0, j0, lead, bound, False)
+                if v_whole < v_end:
+                    self._skip_tile(sh, base, v_whole, v_end, c0, j0, lead, bound, True)
+            else:
+                self._dense_tiles(sh, base, lead, v_first, v_whole, v_end, bound)
+        cute.arch.barrier()
+        count = sh.ctl[Ctl.CNT]
+        if const_expr(not cfg.split):
+            self._staged_max(sh, count)
+        return count
+
+    @cute.jit
+    def _dense_tiles(
+        self, sh, base, lead: Int32, v_first: Int32, v_whole: Int32, v_end: Int32, bound: Uint32
+    ):
+        """Every tile of vectors ``[v_first, v_end)``: the whole ones untested, then the
+        partial one."""
+        cfg = self.cfg
+        fmt = cfg.key_format
+        tid, _, _ = cute.arch.thread_idx()
+        tile = cfg.threads * cfg.unroll
+        ahead = cfg.prefetch * tile
         for tb in cutlass.range(v_first, v_whole, tile):
             if const_expr(cfg.prefetch > 0):
                 if tid == 0:
@@ -533,11 +613,94 @@ class StreamingTopK:
         if v_whole < v_end:
             regs, oks, vs = load_tile(cfg.threads, cfg.unroll, base, v_whole, v_end, v_first, fmt)
             self._stage_tile(sh, regs, oks, vs, lead, bound)
+
+    @cute.jit
+    def _skip_tile(
+        self, sh, base, tb: Int32, v_end: Int32, c0: Int32, j0: Int32, lead: Int32,
+        bound: Uint32, checked: cutlass.Constexpr,
+    ):  # fmt: skip
+        """One tile of a block-skip pass: each vector's block bit from the live-block mask
+        (``BLOCK`` columns a block, so a 16-byte vector lies in one block); a warp with no
+        live vector in the tile loads nothing, the others load only live vectors (a
+        predicated load: a dead lane issues no request) and stage as the dense pass does."""
+        cfg = self.cfg
+        fmt = cfg.key_format
+        tid, _, _ = cute.arch.thread_idx()
+        lives = []
+        vs = []
+        anyone = Boolean(False)
+        for u in cutlass.range_constexpr(cfg.unroll):
+            v = tb + u * cfg.threads + tid
+            b = ((c0 + v * fmt.vec) >> Int32(5)) - j0
+            ok = Boolean(True)
+            if const_expr(checked):
+                ok = v < v_end
+                b = cutlass.select_(ok, b, Int32(0))
+            word = Uint32(sh.skip[b >> Int32(5)])
+            live = ok & (((word >> Uint32(b & Int32(31))) & Uint32(1)) != Uint32(0))
+            lives.append(live)
+            vs.append(v)
+            anyone = anyone | live
+        if cute.arch.vote_any_sync(anyone):
+            regs = []
+            for u in cutlass.range_constexpr(cfg.unroll):
+                at = (base + Int64(vs[u]) * Int64(fmt.vec)).toint()
+                regs.append(load_vec4_if(at, Uint32(cutlass.select_(lives[u], 1, 0))))
+            self._stage_tile(sh, regs, lives, vs, lead, bound)
+
+    @cute.jit
+    def _skip_mask(
+        self, sh, block_max, row: Int32, c0: Int32, v_begin: Int32, v_end: Int32,
+        thr: Uint32, n_sample: Int32,
+    ):  # fmt: skip
+        """Whether this CTA's pass over vectors ``[v_begin, v_end)`` skips blocks, and if so
+        the live-block mask ``sh.skip`` (``gvr_reference.blockskip.kernel_skips``).
+
+        The gate: the sampled runs (``4 * vec`` consecutive scores) holding a key ``>= thr``
+        are at most ``GATE_64THS / 64`` of the runs, and the chunk's blocks fit the mask. Then
+        bit ``j - j0`` is set for every block ``j`` of the chunk whose bound reaches ``thr``
+        (``device.keys.bound_reaches``): a block whose bound is below ``thr`` holds no score
+        ``>= thr`` while the contract holds, so the pass stages the same survivors. Every
+        CTA of a row decides the same way (the sample is the row's). Two CTA barriers, and
+        one more when it skips."""
+        cfg = self.cfg
+        fmt = cfg.key_format
+        tid, _, _ = cute.arch.thread_idx()
+        lane = cute.arch.lane_idx()
+        run = 4 * fmt.vec
+        runs = n_sample // run
+        hits = Int32(0)
+        for r in cutlass.range(tid, runs, cfg.threads):
+            hit = Boolean(False)
+            for q in cutlass.range_constexpr(run):
+                hit = hit | (sh.sample[r * run + q] >= thr)
+            hits = hits + cutlass.select_(hit, Int32(1), Int32(0))
+        hits = Int32(cute.arch.warp_redux_sync(hits, "add"))
+        if (lane == 0) & (hits > 0):
+            cute.arch.atomic_add(sh.ctl.iterator + Ctl.HITS, hits)
         cute.arch.barrier()
-        count = sh.ctl[Ctl.CNT]
-        if const_expr(not cfg.split):
-            self._staged_max(sh, count)
-        return count
+        hits = sh.ctl[Ctl.HITS]
+        j0 = (c0 + v_begin * fmt.vec) >> Int32(5)
+        nb = ((c0 + v_end * fmt.vec + Int32(BLOCK - 1)) >> Int32(5)) - j0
+        skip = (runs > 0) & (v_end > v_begin) & (nb <= Int32(32 * SKIP_MASK_WORDS))
+        skip = skip & (hits * 64 <= runs * GATE_64THS[cfg.dtype])
+        if skip:
+            word = bound_word(thr, fmt)
+            at = block_max.iterator + (Int64(row) * Int64(block_max.stride[0]) + Int64(j0))
+            group = 8
+            for i0 in cutlass.range(0, nb, cfg.threads * group):
+                bits = []
+                for g in cutlass.range_constexpr(group):
+                    i = i0 + g * cfg.threads + tid
+                    bits.append(load_scalar(at + cutlass.select_(i < nb, i, Int32(0))))
+                for g in cutlass.range_constexpr(group):
+                    i = i0 + g * cfg.threads + tid
+                    live = (i < nb) & bound_reaches(bits[g], word)
+                    mask = cute.arch.vote_ballot_sync(live)
+                    if (lane == 0) & (i < nb):
+                        sh.skip[i >> Int32(5)] = Uint32(mask)
+            cute.arch.barrier()
+        return skip
 
     @cute.jit
     def _stage_tile(self, sh, regs, oks, vs, lead: Int32, bound: Uint32):
