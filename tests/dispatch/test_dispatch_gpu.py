@@ -511,7 +511,7 @@ def test_block_max_under_cuda_graph_replay_as_lengths_and_scores_change(api, k):
     from gvr_integration.indexer import block_maxima
     from gvr_kernels.routing import BLOCK_SKIP_MIN_BYTES
 
-    rows, width = 128, 65536
+    rows, width = 512, 65536
     assert rows * width * 4 >= BLOCK_SKIP_MIN_BYTES
     g = torch.Generator(device="cuda").manual_seed(k)
     x = torch.empty(rows, width, device="cuda")

@@ -321,12 +321,8 @@ def test_max_workspace_words_covers_every_split_route():
 
 
 def test_block_skip_routes_only_at_the_working_set_gate():
-    from gvr_kernels.routing import BLOCK_SKIP_MIN_BYTES
-
-    for rows, n_env, dtype in ((512, 65536, "float32"), (128, 65536, "float32"),
-                               (32, 262144, "float32"), (128, 131072, "bfloat16")):  # fmt: skip
-        itemsize = 4 if dtype == "float32" else 2
-        assert rows * n_env * itemsize >= BLOCK_SKIP_MIN_BYTES
+    for rows, n_env, dtype in ((512, 65536, "float32"), (64, 131072, "float32"),
+                               (32, 262144, "float32"), (1024, 32768, "float32")):  # fmt: skip
         r = route_static(H200, rows=rows, n_env=n_env, k=2048, dtype=dtype, block_skip=True)
         plain = route_static(H200, rows=rows, n_env=n_env, k=2048, dtype=dtype)
         assert r.config.block_skip and r.config == replace(plain.config, block_skip=True)
@@ -334,8 +330,9 @@ def test_block_skip_routes_only_at_the_working_set_gate():
             plain.parts, plain.grid, plain.workspace_words,
         )  # fmt: skip
         assert r.config.smem_bytes == plain.config.smem_bytes + 4 * 264
-    for rows, n_env, dtype in ((127, 65536, "float32"), (1, 262144, "float32"),
-                               (127, 65536, "bfloat16"), (31, 262144, "float32")):  # fmt: skip
+    for rows, n_env, dtype in ((128, 65536, "float32"), (511, 65536, "float32"),
+                               (1, 262144, "float32"), (512, 262144, "bfloat16"),
+                               (31, 262144, "float32"), (63, 131072, "float32")):  # fmt: skip
         r = route_static(H200, rows=rows, n_env=n_env, k=512, dtype=dtype, block_skip=True)
         assert r == route_static(H200, rows=rows, n_env=n_env, k=512, dtype=dtype)
 

@@ -155,15 +155,22 @@ CLUSTER_BRACKET_MIN_K = 512
 CLUSTER_ROW_N = 16384
 #: Largest K four 512-thread cluster CTAs serve (envelopes up to 32,768).
 CLUSTER_SMALL_K = 1024
-#: A launch that passes block maxima skips blocks (``StreamingConfig.block_skip``) when its
-#: logits take at least this many bytes (``rows * n_env * itemsize``). Measured on the H200
-#: (``benchmarks/results/h200/bench_blockskip_tune.json``, float32, raw kernel times): from
-#: 32 MiB on, every launch whose rows open the in-kernel gate ran faster with the maxima
-#: (gaussian rows 1.04-1.35x, locality rows 1.06-3.1x); at 8-16 MiB gaussian rows ran
-#: 0-4 % slower (the bound reads and the mask add latency a short launch does not hide).
-#: TensorRT-LLM's draft block-skip (PR #18122) gates at 128 MiB. Below it the route
-#: ignores the maxima.
-BLOCK_SKIP_MIN_BYTES = 32 << 20
+#: A float32 launch that passes block maxima skips blocks (``StreamingConfig.block_skip``)
+#: when its logits take at least this many bytes (``rows * n_env * 4``) ...
+BLOCK_SKIP_MIN_BYTES = 128 << 20
+#: ... or at least this many with an envelope of at least ``BLOCK_SKIP_LONG_N`` scores.
+#: Measured on the H200 (raw kernel times, ``benchmarks/results/h200/bench_blockskip_tune.json``
+#: and ``bench_blockskip.json``): with rows of 131,072 or more, every launch of 32 MiB or more
+#: ran faster with the maxima (gaussian 1.04-1.35x, sink-and-window rows 1.04-3.3x); with
+#: shorter rows only from 128 MiB on (at 32-64 MiB rows of 32,768-65,536 scores, where K is a
+#: large share of the row, ran 0-4 % slower: gaussian rows at K = 2048 and the real stdlib
+#: rows). 128 MiB is also the gate of TensorRT-LLM's draft block-skip (PR #18122). Smaller
+#: launches ignore the maxima, and so do 16-bit launches: their block-skip pass measured
+#: slower on gaussian rows at every size (0.90-0.96x at 16-256 MiB,
+#: ``bench_blockskip_bf16.json``; the 16-bit dense pass is bound by its compares, not by DRAM,
+#: so the mask tests cost more than the skipped reads save).
+BLOCK_SKIP_LONG_MIN_BYTES = 32 << 20
+BLOCK_SKIP_LONG_N = 131072
 #: The kernel families the router picks from, in the order it tries them.
 FAMILY_NAMES = ("register", "cluster", "streaming")
 
@@ -387,8 +394,10 @@ def route_static(
             the streaming family serves every launch, so it is always allowed); tools and
             benchmarks use this to time a launch without a family.
         block_skip: the launch passes producer block maxima (``KernelArgs.block_max``): a
-            streaming route of at least :data:`BLOCK_SKIP_MIN_BYTES` of logits reads them
-            (``StreamingConfig.block_skip``); any other route ignores them.
+            float32 streaming route of at least :data:`BLOCK_SKIP_MIN_BYTES` of logits (or
+            :data:`BLOCK_SKIP_LONG_MIN_BYTES` with an envelope of at least
+            :data:`BLOCK_SKIP_LONG_N`) reads them (``StreamingConfig.block_skip``); any other
+            route ignores them.
 
     Returns:
         The :class:`Route`. It is a pure function of its arguments, so a launch key made from
@@ -451,8 +460,11 @@ def route_static(
             unroll = UNROLL_16BIT_MANY_ROWS
         core = replace(core, dtype=dtype, unroll=unroll)
     config = replace(core, mode=mode, with_values=with_values, deterministic=deterministic)
-    itemsize = 4 if dtype == "float32" else 2
-    if block_skip and not config.prefetch and rows * n_env * itemsize >= BLOCK_SKIP_MIN_BYTES:
+    nbytes = rows * n_env * 4
+    big = nbytes >= BLOCK_SKIP_MIN_BYTES or (
+        n_env >= BLOCK_SKIP_LONG_N and nbytes >= BLOCK_SKIP_LONG_MIN_BYTES
+    )
+    if block_skip and dtype == "float32" and not config.prefetch and big:
         config = replace(config, block_skip=True)
     return Route(
         config=config,
