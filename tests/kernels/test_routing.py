@@ -329,7 +329,8 @@ def test_block_skip_routes_only_at_the_working_set_gate():
         assert (r.parts, r.grid, r.workspace_words) == (
             plain.parts, plain.grid, plain.workspace_words,
         )  # fmt: skip
-        assert r.config.smem_bytes == plain.config.smem_bytes + 4 * 264
+        extra = 4 * (264 + r.config.sample_max // 16)  # the live-block mask, the run maxima
+        assert r.config.smem_bytes == plain.config.smem_bytes + extra
     for rows, n_env, dtype in ((128, 65536, "float32"), (511, 65536, "float32"),
                                (1, 262144, "float32"), (512, 262144, "bfloat16"),
                                (31, 262144, "float32"), (63, 131072, "float32")):  # fmt: skip
@@ -341,4 +342,5 @@ def test_block_skip_config_rules():
     with pytest.raises(ValueError, match="block_skip needs prefetch=0"):
         StreamingConfig(block_skip=True, prefetch=2)
     c = StreamingConfig(threads=512, capacity=8192, block_skip=True)
-    assert c.name.endswith("_skip") and [n for n, _, _ in c.shared_layout()][-1] == "skip"
+    assert c.name.endswith("_skip")
+    assert [n for n, _, _ in c.shared_layout()][-2:] == ["skip", "runmax"]

@@ -27,9 +27,12 @@ def load_sample(
     lead: Int32,
     plan,
     fmt: cutlass.Constexpr = F32,
+    runmax=None,
 ):
     """Keys of the sampled vectors (``fmt.vec`` scores each) into shared ``sample``; lanes
-    before the window get key 0.
+    before the window get key 0. With ``runmax`` (a shared array of ``sample_max // (4 *
+    fmt.vec)`` words), also the largest key of each run of four sampled vectors (the four
+    lanes holding a run meet by two butterfly shuffles; the first writes it).
 
     Every thread issues all its sample loads before using any (addresses of missing vectors
     are clamped to vector 0 and their data discarded).
@@ -45,6 +48,7 @@ def load_sample(
         regs.append(load_vec4(base + Int64(v) * Int64(vec)))
     for s in cutlass.range_constexpr(per_thread):
         t = s * threads + tid
+        top = Uint32(0)
         if t < plan.sample_vecs:
             v = sample_vector(t, plan.sample_step)
             bits = vector_bits(regs[s], fmt)
@@ -52,6 +56,14 @@ def load_sample(
                 key = order_key(bits[q], fmt)
                 key = cutlass.select_(v * vec + q >= lead, key, Uint32(0))
                 sample[t * vec + q] = key
+                if cutlass.const_expr(runmax is not None):
+                    top = cutlass.max(top, key)
+        if cutlass.const_expr(runmax is not None):
+            # a run is four consecutive t: four consecutive lanes of one warp
+            top = cutlass.max(top, Uint32(cute.arch.shuffle_sync_bfly(top, offset=1)))
+            top = cutlass.max(top, Uint32(cute.arch.shuffle_sync_bfly(top, offset=2)))
+            if ((t & 3) == 0) & (t < plan.sample_vecs):
+                runmax[t >> 2] = top
 
 
 @cute.jit

@@ -173,7 +173,14 @@ class StreamingConfig:
             ("sample", "u32", self.sample_max),
             ("stage_bits", "u32", self.capacity),
             ("stage_idx", "i32", self.capacity),
-        ) + ((("skip", "u32", SKIP_MASK_WORDS),) if self.block_skip else ())
+        ) + (
+            (
+                ("skip", "u32", SKIP_MASK_WORDS),
+                ("runmax", "u32", self.sample_max // (4 * self.key_format.vec)),
+            )
+            if self.block_skip
+            else ()
+        )
 
     @property
     def smem_bytes(self) -> int:

@@ -359,7 +359,12 @@ class StreamingTopK:
         n_sample = plan.sample_vecs * fmt.vec
         if not plan.unsampled:
             code = Int32(Path.FIRST)
-            load_sample(cfg.threads, cfg.sample_max, sh.sample, base, lead, plan, fmt)
+            runmax = None
+            if const_expr(cfg.block_skip):
+                runmax = sh.runmax
+            load_sample(
+                cfg.threads, cfg.sample_max, sh.sample, base, lead, plan, fmt, runmax=runmax
+            )
             cute.arch.barrier()
             thr_key, ties, _ = narrow(
                 cfg,
@@ -656,30 +661,25 @@ class StreamingTopK:
         """Whether this CTA's pass over vectors ``[v_begin, v_end)`` skips blocks, and if so
         the live-block mask ``sh.skip`` (``gvr_reference.blockskip.kernel_skips``).
 
-        The gate: the sampled runs (``4 * vec`` consecutive scores) holding a key ``>= thr``
-        are at most ``GATE_64THS / 64`` of the runs, and the chunk's blocks fit the mask. Then
-        bit ``j - j0`` is set for every block ``j`` of the chunk whose bound reaches ``thr``
-        (``device.keys.bound_reaches``): a block whose bound is below ``thr`` holds no score
-        ``>= thr`` while the contract holds, so the pass stages the same survivors. Every
-        CTA of a row decides the same way (the sample is the row's). Two CTA barriers, and
-        one more when it skips."""
+        The gate: the sampled runs (``4 * vec`` consecutive scores, their largest keys in
+        ``sh.runmax``) holding a key ``>= thr`` are at most ``GATE_64THS / 64`` of the runs,
+        and the chunk's blocks fit the mask. Every warp counts the runs itself (ballots over
+        the run maxima), so the gate needs no barrier, and every CTA of a row decides alike
+        (the sample is the row's). Then bit ``j - j0`` is set for every block ``j`` of the
+        chunk whose bound reaches ``thr`` (``device.keys.bound_reaches``): a block whose
+        bound is below ``thr`` holds no score ``>= thr`` while the contract holds, so the
+        pass stages the same survivors. One CTA barrier, when it skips."""
         cfg = self.cfg
         fmt = cfg.key_format
         tid, _, _ = cute.arch.thread_idx()
         lane = cute.arch.lane_idx()
-        run = 4 * fmt.vec
-        runs = n_sample // run
+        runs = n_sample // (4 * fmt.vec)
         hits = Int32(0)
-        for r in cutlass.range(tid, runs, cfg.threads):
-            hit = Boolean(False)
-            for q in cutlass.range_constexpr(run):
-                hit = hit | (sh.sample[r * run + q] >= thr)
-            hits = hits + cutlass.select_(hit, Int32(1), Int32(0))
-        hits = Int32(cute.arch.warp_redux_sync(hits, "add"))
-        if (lane == 0) & (hits > 0):
-            cute.arch.atomic_add(sh.ctl.iterator + Ctl.HITS, hits)
-        cute.arch.barrier()
-        hits = sh.ctl[Ctl.HITS]
+        for i in cutlass.range_constexpr(-(-(cfg.sample_max // (4 * fmt.vec)) // 32)):
+            r = i * 32 + lane
+            slot = cutlass.max(cutlass.min(r, runs - 1), Int32(0))
+            hit = (r < runs) & (sh.runmax[slot] >= thr)
+            hits = hits + Int32(cute.arch.popc(cute.arch.vote_ballot_sync(hit)))
         j0 = (c0 + v_begin * fmt.vec) >> Int32(5)
         nb = ((c0 + v_end * fmt.vec + Int32(BLOCK - 1)) >> Int32(5)) - j0
         skip = (runs > 0) & (v_end > v_begin) & (nb <= Int32(32 * SKIP_MASK_WORDS))
