@@ -118,10 +118,11 @@ def topk_decode(
         block_max: optional float32 ``[rows, ceil(width / 32)]`` tensor (unit inner stride)
             of block bounds from the scores' producer: entry ``[r, j]`` at least every score
             of columns ``[32 j, 32 j + 32)`` of row ``r`` inside the row's window (an upper
-            bound; ``gvr_integration.indexer.block_maxima`` writes exact maxima). Launches of
-            at least ``gvr_kernels.routing.BLOCK_SKIP_MIN_BYTES`` of logits then read only the
-            blocks whose bound reaches the row's threshold (block-skip, after TensorRT-LLM's
-            draft PR #18122); smaller ones ignore it. Exact whenever the contract holds; with
+            bound; ``gvr_integration.indexer.block_maxima`` writes exact maxima). Float32
+            launches of at least 128 MiB of logits, or 32 MiB with rows of 131,072 and more
+            (``gvr_kernels.routing.BLOCK_SKIP_*``), then read only the blocks whose bound
+            reaches the row's threshold (block-skip, after TensorRT-LLM's draft PR #18122);
+            other launches ignore it. Exact whenever the contract holds; with
             ``GVR_CHECK_BLOCK_MAX=1`` every call checks it first (``gvr_dispatch.blockmax``).
 
     Returns:
