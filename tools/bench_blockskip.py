@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import statistics
 import sys
 from dataclasses import replace
 
@@ -32,6 +30,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
+from device_streaming import timeit as time_eager  # noqa: E402
 from device_streaming import timing_setup  # noqa: E402
 from gvr_integration.indexer import block_maxima  # noqa: E402
 from gvr_kernels.abi import KernelArgs  # noqa: E402
@@ -54,19 +53,6 @@ def rows_of(kind, b, n, real):
     pick = np.arange(b) % lg.shape[0]
     x = torch.from_numpy(np.ascontiguousarray(lg[pick])).cuda()
     return x, torch.from_numpy(ln[pick].astype(np.int32)).cuda(), width
-
-
-def time_eager(fn, flush, reps):
-    ts = []
-    for _ in range(reps):
-        flush.zero_()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(ts)
 
 
 def time_graph(fn, flush, reps):
@@ -212,7 +198,6 @@ def run_cell(kp, kind, x, lens, bm, b, n, k, flush, reps, dummy_f, top_k_varlen)
     for name in ("gvr_bmax_routed", "gvr_bmax_forced"):
         if rec.get(name + "_us"):
             rec[name + "_speedup"] = round(rec["gvr_us"] / rec[name + "_us"], 3)
-    _ = math
     return rec
 
 
