@@ -46,7 +46,6 @@ class Ctl:
     N = 13  # streaming: the row length, kept here across the streaming pass
     VLO = 14  # register family, bracket: float32 bits of its low end (reread by the emission)
     CMIN = 15  # register family, bracket: complement of the crossing bin's smallest key
-    HITS = 15  # streaming family, block skip: sample runs reaching the pass threshold
     CMAX = 16  # register family, bracket: the crossing bin's largest key
     SCALE = 17  # register family, bracket: float32 bits of its scale (reread by the emission)
     # streaming family, ragged split (past the zeroed words: set once, read after the pass)
