@@ -90,7 +90,7 @@ def main() -> int:
                         continue
                     fn = kp.get(route.config)
                     res = [x, kv, kp.dummy_i, out, torch.zeros((1, 1), device="cuda", dtype=dtype),
-                           kp.workspace, kp.dummy_i, k, 1, 0, route.parts]  # fmt: skip
+                           kp.workspace, kp.dummy_i, k, 1, 0, route.parts, kp.dummy_f]  # fmt: skip
                     cell[name] = timed(lambda: fn(*res), flush, args.reps)
                 timed_ = {nm: v for nm, v in cell.items() if nm not in ("k", "n", "b")}
                 best = min((v, nm) for nm, v in timed_.items() if v)

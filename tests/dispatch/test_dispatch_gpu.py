@@ -478,7 +478,9 @@ def test_host_overhead_per_eager_call(api, width):
         ("api", lambda: api.topk_decode(x, kv, out=out, max_seq_len=width)),
         (
             "raw",
-            lambda: launch.fn(x, kv, dm.i32, out, dm.values, ws, dm.i32, k, 1, 0, launch.parts),
+            lambda: launch.fn(
+                x, kv, dm.i32, out, dm.values, ws, dm.i32, k, 1, 0, launch.parts, dm.values
+            ),
         ),
     ):
         best = float("inf")

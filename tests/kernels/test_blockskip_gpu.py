@@ -32,13 +32,21 @@ ROWS_CHECKED = {"n": 0}
 SKIPS_SEEN = {True: 0, False: 0}
 
 
-def maxima(logits, loosen=None):
+def maxima(logits, loosen=None, windows=None):
     """The producer's block maxima of a device logits view (float32 ``[rows, ceil(width /
     32)]``): ``loosen="up"`` adds a random positive amount to each, ``"inf"`` makes every one
-    ``+inf`` (both still bounds)."""
+    ``+inf`` (both still bounds); ``windows`` (a ``RowWindows``): maxima of the scores inside
+    each row's window only (the least the contract allows: columns outside count as
+    ``-inf``)."""
     from gvr_integration.indexer import block_maxima
 
-    bm = block_maxima(logits.float(), BLOCK)
+    x = logits.float()
+    if windows is not None:
+        cols = torch.arange(x.shape[1], device=x.device)[None, :]
+        s = torch.from_numpy(windows.starts).to(x.device)[:, None]
+        e = s + torch.from_numpy(windows.lengths).to(x.device)[:, None]
+        x = torch.where((cols >= s) & (cols < e), x, -float("inf"))
+    bm = block_maxima(x, BLOCK)
     if loosen == "up":
         bm = bm + torch.rand_like(bm) * 4
     elif loosen == "inf":
@@ -88,7 +96,7 @@ def run_and_check(kp, batch, mode, a, b, k, route, *, loosen=None, next_n=1, cr=
     """One launch recording paths (each the model's), one with ``values`` / ``det``; both
     answers checked by the oracle."""
     logits = upload(batch)
-    bm = maxima(logits, loosen)
+    bm = maxima(logits, loosen, batch.windows if loosen == "window" else None)
     out, _, paths, route = kp.launch(
         mode, logits, a, b, k, paths=True, next_n=next_n, cr=cr, route=route, block_max=bm
     )
@@ -142,7 +150,7 @@ def test_families_exact_with_correct_maxima(kp, family, k):
 LOOSE_FAMILIES = ["sink_window", "gaussian", "nan", "tie_flood"]
 
 
-@pytest.mark.parametrize("loosen", ["up", "inf"])
+@pytest.mark.parametrize("loosen", ["up", "inf", "window"])
 @pytest.mark.parametrize("family", LOOSE_FAMILIES)
 def test_loose_maxima_change_nothing_but_reads(kp, family, loosen):
     batch = make_decode_batch(
@@ -177,8 +185,10 @@ def test_prefill_windows_at_every_alignment(kp, family):
     s = torch.from_numpy(batch.row_starts).cuda()
     e = torch.from_numpy(batch.row_ends).cuda()
     assert len({int(x) % BLOCK for x in batch.row_starts}) > 8
-    run_and_check(kp, batch, "prefill", s, e, 512, skip_route(200, 90001, 512, "prefill"),
-                  values=True, det=True)  # fmt: skip
+    route = skip_route(200, 90001, 512, "prefill")
+    run_and_check(kp, batch, "prefill", s, e, 512, route, values=True, det=True)
+    # bounds that hold only inside each window (partial blocks at both ends)
+    run_and_check(kp, batch, "prefill", s, e, 512, route, loosen="window")
 
 
 def test_dense_rows_and_ragged_split(kp):

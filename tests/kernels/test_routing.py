@@ -331,11 +331,20 @@ def test_block_skip_routes_only_at_the_working_set_gate():
         )  # fmt: skip
         extra = 4 * (264 + r.config.sample_max // 16)  # the live-block mask, the run maxima
         assert r.config.smem_bytes == plain.config.smem_bytes + extra
+    # below the gate, 16-bit, or CTAs whose chunks exceed the live-block mask
     for rows, n_env, dtype in ((128, 65536, "float32"), (511, 65536, "float32"),
                                (1, 262144, "float32"), (512, 262144, "bfloat16"),
-                               (31, 262144, "float32"), (63, 131072, "float32")):  # fmt: skip
+                               (31, 262144, "float32"), (63, 131072, "float32"),
+                               (256, 524288, "float32"), (1, 40_000_000, "float32")):  # fmt: skip
         r = route_static(H200, rows=rows, n_env=n_env, k=512, dtype=dtype, block_skip=True)
         assert r == route_static(H200, rows=rows, n_env=n_env, k=512, dtype=dtype)
+
+
+def test_block_skip_routes_fit_small_parts():
+    small = DeviceSpec("small", "sm_90a", 40, 101376, 101376 * 2, 8, 40 << 20)
+    for rows, n_env in ((512, 262144), (64, 262144), (1024, 65536)):
+        r = route_static(small, rows=rows, n_env=n_env, k=512, block_skip=True)
+        assert r.config.block_skip and r.smem_bytes <= small.smem_per_block, r.config.name
 
 
 def test_block_skip_config_rules():

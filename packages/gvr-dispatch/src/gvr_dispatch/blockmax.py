@@ -54,7 +54,7 @@ def check_block_max(block_max: object, device: torch.device, rows: int, width: i
         raise ValueError(
             f"block_max must be on {device} (the logits device), got {block_max.device}"
         )
-    if rows and need[1] > 1 and block_max.stride(1) != 1:
+    if block_max.stride(1) != 1:
         raise ValueError(
             f"block_max must have a unit inner stride, got strides {block_max.stride()}"
         )

@@ -214,7 +214,7 @@ class Dispatcher:
             or block_max.dtype is not _f32
             or block_max.get_device() != dev
             or block_max.shape != (rows, (width + BLOCK - 1) // BLOCK)
-            or (block_max.shape[1] > 1 and block_max.stride(1) != 1)
+            or block_max.stride(1) != 1
         ):
             return None
         if skip and debug_enabled():
@@ -702,8 +702,9 @@ class Dispatcher:
                     f"gvr: no kernel is warmed for launch key {describe_key(key)}, and nothing "
                     f"can be compiled during CUDA-graph capture; call gvr_dispatch.warmup("
                     f"k={k}, rows=({rows},), modes=(...), max_seq_len=..., with_values="
-                    f"{kernel_values}, deterministic={deterministic}, ...) with the envelope of "
-                    f"your calls (or run the call once eagerly) before capturing"
+                    f"{kernel_values}, deterministic={deterministic}"
+                    f"{', block_max=True' if block_max is not None else ''}, ...) with the "
+                    f"envelope of your calls (or run the call once eagerly) before capturing"
                 )
             launch = self._resolve(key, device)
 

@@ -78,6 +78,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from gvr_reference.blockskip import BLOCK, MASK_BLOCKS
 from gvr_reference.keys import KEY_FORMATS
 from gvr_reference.ladder import MAX_ROW_LENGTH, RowPlan, row_plan
 from gvr_reference.ragged import MIN_PART
@@ -396,8 +397,9 @@ def route_static(
         block_skip: the launch passes producer block maxima (``KernelArgs.block_max``): a
             float32 streaming route of at least :data:`BLOCK_SKIP_MIN_BYTES` of logits (or
             :data:`BLOCK_SKIP_LONG_MIN_BYTES` with an envelope of at least
-            :data:`BLOCK_SKIP_LONG_N`) reads them (``StreamingConfig.block_skip``); any other
-            route ignores them.
+            :data:`BLOCK_SKIP_LONG_N`) whose CTAs' chunks fit the live-block mask
+            (``gvr_reference.blockskip.MASK_BLOCKS`` blocks) reads them
+            (``StreamingConfig.block_skip``); any other route ignores them.
 
     Returns:
         The :class:`Route`. It is a pure function of its arguments, so a launch key made from
@@ -446,6 +448,15 @@ def route_static(
         core = _SINGLE_1024
     else:
         core = _SINGLE_512
+    # Block skip (the maxima passed): float32 launches past the working-set gate whose CTAs'
+    # chunks fit the live-block mask (a longer chunk could never skip).
+    nbytes = rows * n_env * 4
+    big = nbytes >= BLOCK_SKIP_MIN_BYTES or (
+        n_env >= BLOCK_SKIP_LONG_N and nbytes >= BLOCK_SKIP_LONG_MIN_BYTES
+    )
+    fits_mask = -(-n_env // parts) // BLOCK + 2 <= MASK_BLOCKS
+    if block_skip and dtype == "float32" and not core.prefetch and big and fits_mask:
+        core = replace(core, block_skip=True)
     # Smaller parts (consumer GPUs): halve the staging until it fits.
     while core.smem_bytes > spec.smem_per_block and core.capacity > 4 * k * core.aim_mult:
         core = replace(core, capacity=core.capacity // 2)
@@ -460,12 +471,6 @@ def route_static(
             unroll = UNROLL_16BIT_MANY_ROWS
         core = replace(core, dtype=dtype, unroll=unroll)
     config = replace(core, mode=mode, with_values=with_values, deterministic=deterministic)
-    nbytes = rows * n_env * 4
-    big = nbytes >= BLOCK_SKIP_MIN_BYTES or (
-        n_env >= BLOCK_SKIP_LONG_N and nbytes >= BLOCK_SKIP_LONG_MIN_BYTES
-    )
-    if block_skip and dtype == "float32" and not config.prefetch and big:
-        config = replace(config, block_skip=True)
     return Route(
         config=config,
         parts=parts,

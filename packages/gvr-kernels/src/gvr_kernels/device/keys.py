@@ -228,6 +228,9 @@ def bound_word(thr_key: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
     t32 = thr_key
     if const_expr(fmt.bits == 16):
         t32 = order_key(widen_bits(key_bits(thr_key, fmt), fmt))
+        # a key below key(-inf) is no value's (a negative NaN pattern): every non-NaN score
+        # is above it, so every block is live
+        t32 = Uint32(cutlass.select_(thr_key < Uint32(fmt.key_neg_inf), Uint32(0), t32))
     return stream_bound(t32)
 
 

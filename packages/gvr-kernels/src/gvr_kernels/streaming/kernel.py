@@ -664,9 +664,10 @@ class StreamingTopK:
         The gate: the sampled runs (``4 * vec`` consecutive scores, their largest keys in
         ``sh.runmax``) holding a key ``>= thr`` are at most ``GATE_64THS / 64`` of the runs,
         and the chunk's blocks fit the mask. Every warp counts the runs itself (ballots over
-        the run maxima), so the gate needs no barrier, and every CTA of a row decides alike
-        (the sample is the row's). Then bit ``j - j0`` is set for every block ``j`` of the
-        chunk whose bound reaches ``thr`` (``device.keys.bound_reaches``): a block whose
+        the run maxima), so the gate needs no barrier; the CTAs of a row open it alike (the
+        sample is the row's) unless only some of their chunks fit the mask. Then bit
+        ``j - j0`` is set for every block ``j`` of the chunk whose bound reaches ``thr``
+        (``device.keys.bound_reaches``): a block whose
         bound is below ``thr`` holds no score ``>= thr`` while the contract holds, so the
         pass stages the same survivors. One CTA barrier, when it skips."""
         cfg = self.cfg
