@@ -127,7 +127,7 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     skip = [c for c in streaming if c.block_skip]
     streaming = [c for c in streaming if not c.block_skip]
     assert len(streaming) == 3 * 3 * 4 * 3 + 2 * 4 * 3
-    assert {replace(c, block_skip=False) for c in skip} <= set(streaming)
+    assert {replace(c, block_skip=False, l2_hints=True) for c in skip} <= set(streaming)
     assert all(not c.prefetch for c in skip) and len(skip) > 3 * 4 * 3
     split = {(c.mode, c.ragged) for c in streaming if c.split}
     assert split == {(m, False) for m in ("decode", "prefill", "full")} | {
@@ -139,6 +139,8 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
         many = c.threads == 512 and not (c.mode == "prefill" and c.with_values and c.deterministic)
         assert c.unroll == (4 if c.dtype == "float32" or many else 2), c.name
     assert all(c.prefetch == 0 for c in streaming)  # measured neutral or worse (tune_bandwidth)
+    # L2 hints on every streaming route that does not skip blocks
+    assert all(c.l2_hints for c in streaming) and not any(c.l2_hints for c in skip)
     assert {c.dtype for c in cfgs if c.family == "cluster"} == {"float32", "bfloat16", "float16"}
     # 16-bit clusters: two vectors a thread, no bracket on 1024-thread CTAs (it spills there)
     for c in cfgs:
@@ -325,7 +327,8 @@ def test_block_skip_routes_only_at_the_working_set_gate():
                                (32, 262144, "float32"), (1024, 32768, "float32")):  # fmt: skip
         r = route_static(H200, rows=rows, n_env=n_env, k=2048, dtype=dtype, block_skip=True)
         plain = route_static(H200, rows=rows, n_env=n_env, k=2048, dtype=dtype)
-        assert r.config.block_skip and r.config == replace(plain.config, block_skip=True)
+        assert r.config.block_skip and not r.config.l2_hints and plain.config.l2_hints
+        assert r.config == replace(plain.config, block_skip=True, l2_hints=False)
         assert (r.parts, r.grid, r.workspace_words) == (
             plain.parts, plain.grid, plain.workspace_words,
         )  # fmt: skip
@@ -350,6 +353,9 @@ def test_block_skip_routes_fit_small_parts():
 def test_block_skip_config_rules():
     with pytest.raises(ValueError, match="block_skip needs prefetch=0"):
         StreamingConfig(block_skip=True, prefetch=2)
+    with pytest.raises(ValueError, match="l2_hints needs block_skip=False"):
+        StreamingConfig(block_skip=True, l2_hints=True)
+    assert StreamingConfig(l2_hints=True).name.endswith("_l2h")
     c = StreamingConfig(threads=512, capacity=8192, block_skip=True)
     assert c.name.endswith("_skip")
     assert [n for n, _, _ in c.shared_layout()][-2:] == ["skip", "runmax"]

@@ -55,6 +55,13 @@ takes 8.5 / 10.0 / 12.3 us of kernel time for K = 512 / 1024 / 2048 (ncu,
 ``ncu_b1_cluster_bracket.log``; 11.2 / 13.3 / 15.8 for the sampled cluster path before it,
 ``ncu_b1.log``); past half the SMs the split row is as fast or faster.
 
+Every streaming route without block maxima reads with L2 hints (``StreamingConfig.l2_hints``:
+the sample's lines evict-last, the pass evict-first), so the sampled sectors are not read twice
+from DRAM where the launch does not fit L2 (``tools/tune_bandwidth.py``, ``tune_l2.log``, raw
+kernel times): b = 512, n = 262,144 158.6-159.0 us against 161.6-162.5 (ncu: 537 MB read from
+DRAM, the logits' size, against 552 MB), b = 128, n = 262,144 45.7-47.2 against 48.1-48.9,
+and no shape slower.
+
 bfloat16 and float16 logits (``dtype``) run on the streaming family's 16-bit configurations
 (16-byte vectors of 8 scores, 16-bit keys, two scores per compare): the same cores with four
 vectors per thread per tile on the 512-thread core (rows > SMs: b = 512, n = 262,144 bf16
@@ -457,6 +464,8 @@ def route_static(
     fits_mask = -(-n_env // parts) // BLOCK + 2 <= MASK_BLOCKS
     if block_skip and dtype == "float32" and not core.prefetch and big and fits_mask:
         core = replace(core, block_skip=True)
+    else:
+        core = replace(core, l2_hints=True)
     # Smaller parts (consumer GPUs): halve the staging until it fits.
     while core.smem_bytes > spec.smem_per_block and core.capacity > 4 * k * core.aim_mult:
         core = replace(core, capacity=core.capacity // 2)

@@ -18,13 +18,50 @@ from .keys import F32
 
 
 @cute.jit
-def load_vec4(ptr: cute.Pointer):
-    """Four consecutive fp32 scores as raw uint32 bits from a 16-byte-aligned global address."""
-    return cute.arch.inline_ptx(
-        "ld.global.nc.L1::no_allocate.v4.u32 { {$w0}, {$w1}, {$w2}, {$w3} }, [{$r0}];",
-        write_only_types=[Uint32, Uint32, Uint32, Uint32],
-        read_only_args=[ptr],
+def load_vec4(ptr: cute.Pointer, policy=None):
+    """Four consecutive fp32 scores as raw uint32 bits from a 16-byte-aligned global address;
+    with ``policy`` (an L2 cache policy from :func:`l2_policy`), the line takes its eviction
+    priority (``.L2::cache_hint``)."""
+    if const_expr(policy is None):
+        return cute.arch.inline_ptx(
+            "ld.global.nc.L1::no_allocate.v4.u32 { {$w0}, {$w1}, {$w2}, {$w3} }, [{$r0}];",
+            write_only_types=[Uint32, Uint32, Uint32, Uint32],
+            read_only_args=[ptr],
+        )
+    else:
+        return _load_vec4_hinted(ptr.toint(), policy)
+
+
+@dsl_user_op
+def _load_vec4_hinted(addr: Int64, policy: Int64, *, loc=None, ip=None):
+    operands = [Int64(addr).ir_value(loc=loc, ip=ip), Int64(policy).ir_value(loc=loc, ip=ip)]
+    res = llvm.inline_asm(
+        llvm.StructType.get_literal([T.i32()] * 4),
+        operands,
+        "ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {$0, $1, $2, $3}, [$4], $5;",
+        "=r,=r,=r,=r,l,l",
+        has_side_effects=False,
+        loc=loc,
+        ip=ip,
     )
+    return [Uint32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4)]
+
+
+@dsl_user_op
+def l2_policy(priority: str, *, loc=None, ip=None) -> Int64:
+    """An L2 cache policy giving every line it touches the eviction priority ``priority``
+    (``"evict_first"``, ``"evict_last"`` or ``"evict_normal"``): ``createpolicy.fractional``
+    (PTX ISA 7.4, sm_80+), for loads with ``.L2::cache_hint``."""
+    res = llvm.inline_asm(
+        T.i64(),
+        [],
+        f"createpolicy.fractional.L2::{priority}.b64 $0, 1.0;",
+        "=l",
+        has_side_effects=False,
+        loc=loc,
+        ip=ip,
+    )
+    return Int64(res)
 
 
 @dsl_user_op

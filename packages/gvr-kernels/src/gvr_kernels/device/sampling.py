@@ -28,6 +28,7 @@ def load_sample(
     plan,
     fmt: cutlass.Constexpr = F32,
     runmax=None,
+    policy=None,
 ):
     """Keys of the sampled vectors (``fmt.vec`` scores each) into shared ``sample``; lanes
     before the window get key 0. With ``runmax`` (a shared array of ``sample_max // (4 *
@@ -45,7 +46,7 @@ def load_sample(
         t = s * threads + tid
         ok = t < plan.sample_vecs
         v = cutlass.select_(ok, sample_vector(t, plan.sample_step), Int32(0))
-        regs.append(load_vec4(base + Int64(v) * Int64(vec)))
+        regs.append(load_vec4(base + Int64(v) * Int64(vec), policy))
     for s in cutlass.range_constexpr(per_thread):
         t = s * threads + tid
         top = Uint32(0)

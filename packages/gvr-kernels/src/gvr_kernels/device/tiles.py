@@ -31,13 +31,15 @@ def load_tile(
     v_fallback: Int32,
     fmt: cutlass.Constexpr = F32,
     checked: cutlass.Constexpr = True,
+    policy=None,
 ):
     """Issue the 16-byte loads of one tile before any is used.
 
     Thread ``t`` loads vectors ``tb + u * threads + t`` for ``u < unroll``; a vector at or past
     ``v_end`` loads ``v_fallback`` instead (a vector the CTA may read) and is marked not ok.
     ``checked=False``: the caller knows the whole tile lies before ``v_end`` (no test; every
-    ``ok`` is True).
+    ``ok`` is True). ``policy``: the loads' L2 cache policy
+    (``memory.l2_policy``), or None.
 
     Returns:
         ``(regs, oks, vs)``: per ``u``, the vector's four raw uint32 words (``fmt.vec`` scores:
@@ -54,7 +56,7 @@ def load_tile(
         if const_expr(checked):
             ok = v < v_end
             at = Int64(cutlass.select_(ok, v, v_fallback)) * Int64(fmt.vec)
-        regs.append(load_vec4(base + at))
+        regs.append(load_vec4(base + at, policy))
         oks.append(ok)
         vs.append(v)
     return regs, oks, vs

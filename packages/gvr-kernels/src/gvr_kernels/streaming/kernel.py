@@ -24,6 +24,10 @@ Per row (algorithm and invariants in ``docs/kernels.md``; CPU model in
    ``k - count`` keys equal to the rung (an in-order scan of the row that stops once it has
    them) are the answer (``Path.TIE``); no tie class is ever staged.
 
+With ``l2_hints`` the sample's lines are marked evict-last in L2 and the pass reads with
+evict-first, so the sampled sectors the pass reads again come from L2 even when the launch's
+rows do not fit it: one DRAM read per score (the hints change no result).
+
 With ``split``, a row is cut into ``parts`` contiguous chunks, one CTA each. Every CTA computes
 the same sample and rung, streams its chunk, and appends its survivors to the row's slab in a
 global workspace; the last CTA to arrive (a release/acquire counter) selects for the whole row
@@ -67,7 +71,7 @@ from ..device.keys import (
     top_aligned,
 )
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, Source, Window
-from ..device.memory import load_coherent, load_scalar, load_score, load_vec4_if
+from ..device.memory import l2_policy, load_coherent, load_scalar, load_score, load_vec4_if
 from ..device.ops import DEVICE_OPS
 from ..device.sampling import load_sample
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
@@ -362,8 +366,10 @@ class StreamingTopK:
             runmax = None
             if const_expr(cfg.block_skip):
                 runmax = sh.runmax
+            # With l2_hints the sampled lines stay in L2 until the pass reads them again.
+            policy = l2_policy("evict_last") if const_expr(cfg.l2_hints) else None
             load_sample(
-                cfg.threads, cfg.sample_max, sh.sample, base, lead, plan, fmt, runmax=runmax
+                cfg.threads, cfg.sample_max, sh.sample, base, lead, plan, fmt, runmax, policy
             )
             cute.arch.barrier()
             thr_key, ties, _ = narrow(
@@ -607,16 +613,19 @@ class StreamingTopK:
         tid, _, _ = cute.arch.thread_idx()
         tile = cfg.threads * cfg.unroll
         ahead = cfg.prefetch * tile
+        policy = l2_policy("evict_first") if const_expr(cfg.l2_hints) else None
         for tb in cutlass.range(v_first, v_whole, tile):
             if const_expr(cfg.prefetch > 0):
                 if tid == 0:
                     prefetch_vectors(base, tb + ahead, tb + ahead + tile, v_end, fmt)
             regs, oks, vs = load_tile(
-                cfg.threads, cfg.unroll, base, tb, v_end, v_first, fmt, checked=False
+                cfg.threads, cfg.unroll, base, tb, v_end, v_first, fmt, checked=False, policy=policy
             )
             self._stage_tile(sh, regs, None, vs, lead, bound)
         if v_whole < v_end:
-            regs, oks, vs = load_tile(cfg.threads, cfg.unroll, base, v_whole, v_end, v_first, fmt)
+            regs, oks, vs = load_tile(
+                cfg.threads, cfg.unroll, base, v_whole, v_end, v_first, fmt, policy=policy
+            )
             self._stage_tile(sh, regs, oks, vs, lead, bound)
 
     @cute.jit
