@@ -44,12 +44,16 @@ def register_configs() -> list:
 
     tests = [(256, 1), (512, 2), (512, 4), (1024, 4), (512, 8), (1024, 8)]
     tune = [(256, 2), (512, 1), (1024, 1), (1024, 2)]
+    # the bulk shapes (four 256-thread CTAs per SM, a smaller staging), as the tests build them
+    bulk = {(256, 2): (4, 2048), (256, 4): (4, 2048), (256, 8): (4, 4096)}
     out = {}
     for threads, vecs in tests + tune:
         for resident in (1, 2) if threads <= 512 else (1,):
             out[RegisterConfig(threads=threads, vecs=vecs, resident=resident)] = None
-    for threads, vecs in tests:
-        base = RegisterConfig(threads=threads, vecs=vecs)
+    for threads, vecs in tests + list(bulk):
+        resident, capacity = bulk.get((threads, vecs), (1, 8192))
+        base = RegisterConfig(threads=threads, vecs=vecs, resident=resident, capacity=capacity)
+        out[base] = None
         for cfg in (
             replace(base, bracket=False),
             replace(base, record_paths=True),
@@ -60,10 +64,14 @@ def register_configs() -> list:
             replace(base, with_values=True, deterministic=True),
         ):
             out[cfg] = None
-    # tools/sanitize_register.py: the bracket paths past a small staging.
+    # tools/sanitize_register.py: the bracket paths past a small staging, the bulk shapes.
     small = RegisterConfig(threads=512, vecs=4, capacity=2048)
     out[small] = None
     out[replace(small, with_values=True, deterministic=True)] = None
+    for (threads, vecs), (resident, capacity) in bulk.items():
+        base = RegisterConfig(threads=threads, vecs=vecs, resident=resident, capacity=capacity)
+        out[replace(base, mode="prefill", with_values=True)] = None
+        out[replace(base, with_values=True, deterministic=True)] = None
     return list(out)
 
 
@@ -173,6 +181,9 @@ def main() -> None:
         choices=("routable", "device-tests", "register", "cluster", "half"),
     )
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument(
+        "--match", default="", help="only names holding each of these, none of the !ones (a,!b)"
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO)
     sets = {"register": register_configs, "cluster": cluster_configs, "half": half_configs}
@@ -180,6 +191,12 @@ def main() -> None:
     if args.set == "device-tests":
         bases = {replace(c, mode="decode", with_values=False, deterministic=False) for c in configs}
         configs += [replace(c, record_paths=True) for c in bases]
+    parts = [p for p in args.match.split(",") if p]
+    configs = [
+        c
+        for c in configs
+        if all((p[1:] not in c.name) if p[0] == "!" else (p in c.name) for p in parts)
+    ]
     export_all(configs, args.out, args.arch, args.jobs, log=True)
     print(f"exported {len(dict.fromkeys(configs))} kernels to {args.out}")
 

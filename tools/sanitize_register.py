@@ -3,10 +3,11 @@
 
     GVR_AOT_DIR=.aot compute-sanitizer --tool racecheck python3 tools/sanitize_register.py
 
-Covers one-vector and eight-vector CTAs, sampled rows (the rung), underestimated rungs, short
-and unsampled rows, rows longer than the registers (the whole-row selection from memory),
-values and the deterministic tie mode, prefill windows, and every bracket path (the crossing
-bin taken whole, ranked, narrowed from the staging, or from the registers past the capacity).
+Covers one-vector and eight-vector CTAs, the bulk shapes (four 256-thread CTAs per SM),
+sampled rows (the rung), underestimated rungs, short and unsampled rows, rows longer than the
+registers (the whole-row selection from memory), values and the deterministic tie mode,
+prefill windows, and every bracket path (the crossing bin taken whole, ranked, narrowed from
+the staging, or from the registers past the capacity).
 Exit status 1 on an inexact row.
 """
 
@@ -37,7 +38,16 @@ def main() -> int:
     kp = KernelProvider()
     g = torch.Generator(device="cuda").manual_seed(7)
     bad = 0
-    for (threads, vecs), k in (((512, 2), 512), ((1024, 8), 2048), ((256, 1), 64)):
+    # the last two: the bulk shapes (four 256-thread CTAs per SM, a smaller staging)
+    bulk = {(256, 4): dict(resident=4, capacity=2048), (256, 8): dict(resident=4, capacity=4096)}
+    for (threads, vecs), k in (
+        ((512, 2), 512),
+        ((1024, 8), 2048),
+        ((256, 1), 64),
+        ((256, 4), 1024),
+        ((256, 8), 512),
+    ):
+        kw = bulk.get((threads, vecs), {})
         cap = 4 * threads * vecs
         width = cap + 40
         x = torch.randn(6, width, generator=g, device="cuda")
@@ -46,11 +56,11 @@ def main() -> int:
         kv = torch.tensor([cap, cap, cap, k, 4 * k, width], dtype=torch.int32, device="cuda")
         for values, det in ((False, False), (True, True)):
             cfg = RegisterConfig(threads=threads, vecs=vecs, with_values=values,
-                                 deterministic=det)  # fmt: skip
+                                 deterministic=det, **kw)  # fmt: skip
             bad += decode_inexact(kp, cfg, x, kv, k)
         s = torch.tensor([0, 1, 3, 5], dtype=torch.int32, device="cuda")
         e = torch.tensor([cap, cap - 2, cap // 2, 9], dtype=torch.int32, device="cuda")
-        cfg = RegisterConfig(mode="prefill", threads=threads, vecs=vecs, with_values=True)
+        cfg = RegisterConfig(mode="prefill", threads=threads, vecs=vecs, with_values=True, **kw)
         route = Route(config=cfg, parts=1, grid=4, workspace_words=0, n_env=width)
         out, _, _, _ = kp.launch("prefill", x[:4], s, e, k, values=True, route=route)
         bad += int(

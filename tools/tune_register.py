@@ -12,9 +12,13 @@ off this table (``benchmarks/results/h200/tune_register.json``).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
+import re
 import statistics
 import sys
+from concurrent.futures import ProcessPoolExecutor
 
 import torch
 from gvr_kernels.register import RegisterConfig
@@ -39,6 +43,85 @@ def timed(fn, flush, reps):
     return statistics.median(times)
 
 
+def parse_configs(text):
+    """``threads x vecs r resident c capacity [nb]`` items, comma-separated (``256x4r4c2048``;
+    a trailing ``nb``: no bracket path) -> RegisterConfig keyword dicts."""
+    out = []
+    for item in filter(None, text.split(",")):
+        m = re.fullmatch(r"(\d+)x(\d+)r(\d+)c(\d+)(nb)?", item)
+        if m is None:
+            raise SystemExit(f"--configs: cannot read {item!r} (want e.g. 256x4r4c2048)")
+        t, v, r, c, nb = m.groups()
+        out.append(dict(threads=int(t), vecs=int(v), resident=int(r), capacity=int(c),
+                        bracket=nb is None))  # fmt: skip
+    return out
+
+
+def candidates(shapes, configs, n, dtype):
+    """The register configurations timed on rows of ``n`` scores: those of ``--configs`` that
+    hold the row (not four times over), else every shape of ``SHAPES`` at one and two CTAs per
+    SM (512 threads or fewer)."""
+    vec = 4 if dtype == "float32" else 8
+    if configs:
+        for kw in configs:
+            if n <= vec * kw["threads"] * kw["vecs"] < 4 * n:
+                yield RegisterConfig(dtype=dtype, **kw)
+        return
+    for threads, vecs in shapes:
+        if vec * threads * vecs < n or vec * threads * vecs >= 4 * n:
+            continue
+        for resident in (1, 2) if threads <= 512 else (1,):
+            yield RegisterConfig(threads=threads, vecs=vecs, resident=resident, dtype=dtype)
+
+
+def plan_cells(spec, args, shapes):
+    """``(k, n, b, [(name, route)])`` per cell of the table: the streaming family's route, the
+    routed one (``--routed``), then the register candidates."""
+    for k in map(int, args.ks.split(",")):
+        for n in map(int, args.ns.split(",")):
+            if n <= k:
+                continue
+            for b in map(int, args.bs.split(",")):
+                stream = route_static(
+                    spec, rows=b, n_env=n, k=k, dtype=args.dtype, families=("streaming",)
+                )
+                cands = [("streaming", stream)]
+                if args.routed:
+                    routed = route_static(spec, rows=b, n_env=n, k=k, dtype=args.dtype)
+                    cands.append(("routed", routed))
+                for cfg in candidates(shapes, args.configs, n, args.dtype):
+                    r = Route(config=cfg, parts=1, grid=b, workspace_words=0, n_env=n)
+                    cands.append((cfg.name, r))
+                yield k, n, b, cands
+
+
+def _build(cfg):
+    from gvr_dispatch.cache import KernelCache
+
+    try:
+        KernelCache().get(cfg, "sm_90a")
+        return None
+    except Exception as exc:  # reported, and the cell times what built
+        return f"{type(exc).__name__}: {str(exc)[:80]}"
+
+
+def prebuild(cfgs):
+    """Compile the configurations in parallel into the persistent kernel cache
+    (``GVR_CACHE_DIR``) where the dispatch package is importable, and return those built; the
+    timing loop loads them from there (``KernelProvider`` compiles any others)."""
+    if importlib.util.find_spec("gvr_dispatch") is None or not os.environ.get("GVR_CACHE_DIR"):
+        return []
+    cfgs = list(dict.fromkeys(cfgs))
+    built = []
+    with ProcessPoolExecutor(min(len(cfgs), 16)) as ex:
+        for cfg, err in zip(cfgs, ex.map(_build, cfgs), strict=True):
+            if err:
+                print(f"build {cfg.name}: {err}", flush=True)
+            else:
+                built.append(cfg)
+    return built
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=None)
@@ -47,59 +130,52 @@ def main() -> int:
     ap.add_argument("--ns", default="2048,4096,8192,16384,32768")
     ap.add_argument("--bs", default="1,8,32,128,512,2048")
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    ap.add_argument("--configs", default="", help="e.g. 256x4r4c2048,512x2r2c8192 (else SHAPES)")
+    ap.add_argument("--routed", action="store_true", help="also time the routed configuration")
     args = ap.parse_args()
+    args.configs = parse_configs(args.configs)
     dtype = getattr(torch, args.dtype)
     vec = 4 if args.dtype == "float32" else 8
     shapes = sorted({(t, v if vec == 4 else max(1, v // 2)) for t, v in SHAPES})
     kp = KernelProvider()
+    cells = list(plan_cells(kp.spec, args, shapes))
+    cfgs = prebuild([r.config for *_, cands in cells for _, r in cands])
+    if cfgs:
+        from gvr_dispatch.cache import KernelCache
+
+        cache = KernelCache()
+        kp.cache.update({c: cache.get(c, "sm_90a")[0].fn for c in cfgs})
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     g = torch.Generator(device="cuda").manual_seed(0)
     rows_out, bad = [], 0
-    for k in map(int, args.ks.split(",")):
-        for n in map(int, args.ns.split(",")):
-            if n <= k:
+    for k, n, b, cands in cells:
+        x = torch.randn(b, n, generator=g, device="cuda").to(dtype)
+        kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
+        zeros = torch.zeros(b, dtype=torch.int64, device="cuda")
+        lens = torch.full((b,), n, dtype=torch.int64, device="cuda")
+        cell = {"k": k, "n": n, "b": b}
+        for name, route in cands:
+            try:
+                out, _, _, _ = kp.launch("decode", x, kv, None, k, route=route)
+            except KeyError:  # not in the ahead-of-time export
                 continue
-            for b in map(int, args.bs.split(",")):
-                x = torch.randn(b, n, generator=g, device="cuda").to(dtype)
-                kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
-                zeros = torch.zeros(b, dtype=torch.int64, device="cuda")
-                lens = torch.full((b,), n, dtype=torch.int64, device="cuda")
-                stream = route_static(
-                    kp.spec, rows=b, n_env=n, k=k, dtype=args.dtype, families=("streaming",)
-                )
-                cands = [("streaming", stream)]
-                for threads, vecs in shapes:
-                    if vec * threads * vecs < n or vec * threads * vecs >= 4 * n:
-                        continue
-                    for resident in (1, 2) if threads <= 512 else (1,):
-                        cfg = RegisterConfig(
-                            threads=threads, vecs=vecs, resident=resident, dtype=args.dtype
-                        )
-                        r = Route(config=cfg, parts=1, grid=b, workspace_words=0, n_env=n)
-                        cands.append((cfg.name, r))
-                cell = {"k": k, "n": n, "b": b}
-                for name, route in cands:
-                    try:
-                        out, _, _, _ = kp.launch("decode", x, kv, None, k, route=route)
-                    except KeyError:  # not in the ahead-of-time export
-                        continue
-                    ok = bool(check_windows(x, zeros, lens, k, out).all())
-                    if not ok:
-                        bad += 1
-                        cell[name] = None
-                        continue
-                    fn = kp.get(route.config)
-                    res = [x, kv, kp.dummy_i, out, torch.zeros((1, 1), device="cuda", dtype=dtype),
-                           kp.workspace, kp.dummy_i, k, 1, 0, route.parts, kp.dummy_f]  # fmt: skip
-                    cell[name] = timed(lambda: fn(*res), flush, args.reps)
-                timed_ = {nm: v for nm, v in cell.items() if nm not in ("k", "n", "b")}
-                best = min((v, nm) for nm, v in timed_.items() if v)
-                each = " ".join(
-                    f"{nm.replace('register_decode_', 'r_')}:{v:.1f}" if v else f"{nm}:BAD"
-                    for nm, v in timed_.items()
-                )
-                print(f"k={k} n={n} b={b} best={best[1]} {best[0]:.1f}us {each}", flush=True)
-                rows_out.append(cell)
+            ok = bool(check_windows(x, zeros, lens, k, out).all())
+            if not ok:
+                bad += 1
+                cell[name] = None
+                continue
+            fn = kp.get(route.config)
+            res = [x, kv, kp.dummy_i, out, torch.zeros((1, 1), device="cuda", dtype=dtype),
+                   kp.workspace, kp.dummy_i, k, 1, 0, route.parts, kp.dummy_f]  # fmt: skip
+            cell[name] = timed(lambda: fn(*res), flush, args.reps)
+        timed_ = {nm: v for nm, v in cell.items() if nm not in ("k", "n", "b")}
+        best = min((v, nm) for nm, v in timed_.items() if v)
+        each = " ".join(
+            f"{nm.replace('register_decode_', 'r_')}:{v:.1f}" if v else f"{nm}:BAD"
+            for nm, v in timed_.items()
+        )
+        print(f"k={k} n={n} b={b} best={best[1]} {best[0]:.1f}us {each}", flush=True)
+        rows_out.append(cell)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows_out, f, indent=1)

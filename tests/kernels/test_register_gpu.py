@@ -28,7 +28,15 @@ torch = pytest.importorskip("torch")
 
 ROWS_CHECKED = {"n": 0}
 #: (threads, vecs): every shape the router uses and the extremes of the family.
-SHAPES = [(256, 1), (512, 2), (512, 4), (1024, 4), (512, 8), (1024, 8)]
+SHAPES = [(256, 1), (512, 2), (512, 4), (1024, 4), (512, 8), (1024, 8), (256, 2), (256, 4),
+          (256, 8)]  # fmt: skip
+#: The bulk shapes' residency and staging (``gvr_kernels.routing``: four 256-thread CTAs per
+#: SM past two 512-thread CTAs per SM); the other shapes take the configuration's defaults.
+BULK = {
+    (256, 2): dict(resident=4, capacity=2048),
+    (256, 4): dict(resident=4, capacity=2048),
+    (256, 8): dict(resident=4, capacity=4096),
+}
 #: The 16-bit formats and the float32 shapes with half the vectors (the router builds the
 #: first, 512 x 1, for 16-bit envelopes up to 4,096; the others are the family's extremes).
 DTYPES16 = ("bfloat16", "float16")
@@ -37,7 +45,12 @@ SHAPES16 = [(512, 1), (512, 2), (1024, 2), (1024, 4)]
 SALT = {"float32": 0, "bfloat16": 1, "float16": 2}
 #: (shape, dtype, bracket) of the forced-path test: 16-bit shapes with and without the
 #: bracket path.
-FORCED = [((512, 4), "float32", True), ((1024, 8), "float32", True)] + [
+FORCED = [
+    ((512, 4), "float32", True),
+    ((1024, 8), "float32", True),
+    ((256, 4), "float32", True),
+    ((256, 8), "float32", False),
+] + [
     (s, d, b)
     for d in DTYPES16
     for s, b in (((512, 2), True), ((1024, 4), True), ((1024, 2), False))
@@ -49,7 +62,7 @@ BRACKET_CASES = [(s, "float32") for s in SHAPES] + [(s, d) for d in DTYPES16 for
 def config(threads, vecs, **kw):
     from gvr_kernels.register import RegisterConfig
 
-    return RegisterConfig(threads=threads, vecs=vecs, **kw)
+    return RegisterConfig(threads=threads, vecs=vecs, **{**BULK.get((threads, vecs), {}), **kw})
 
 
 def launch(kp, cfg, mode, logits, a, b, k, **kw):
@@ -122,7 +135,7 @@ def test_mtp_and_compression(kp, shape):
 
 
 @pytest.mark.parametrize("det", [False, True])
-@pytest.mark.parametrize("shape", [(512, 2), (1024, 4), (1024, 8)], ids=str)
+@pytest.mark.parametrize("shape", [(512, 2), (1024, 4), (1024, 8), (256, 4)], ids=str)
 def test_values_and_tie_modes(kp, shape, det):
     cap = 4 * shape[0] * shape[1]
     for k, family in ((512, "quantized"), (2048, "two_valued"), (1024, "signed_zero")):
@@ -308,7 +321,12 @@ def test_bracket_ties_values_and_paths(kp, case, det):
 
 def test_many_rows(kp):
     """A large batch (many CTAs resident per SM) of short and mid rows."""
-    for k, width, shape, resident in ((512, 4096, (512, 2), 2), (2048, 16384, (1024, 4), 1)):
+    for k, width, shape, resident in (
+        (512, 4096, (512, 2), 2),
+        (2048, 16384, (1024, 4), 1),
+        (1024, 4096, (256, 4), 4),
+        (512, 8192, (256, 8), 4),
+    ):
         batch = make_decode_batch(
             rng(7, k), batch=3000, k=k, width=width, row_stride=width, lengths="ragged"
         )

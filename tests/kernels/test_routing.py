@@ -9,6 +9,8 @@ import pytest
 from gvr_kernels.cluster import ClusterConfig
 from gvr_kernels.register import RegisterConfig
 from gvr_kernels.routing import (
+    BULK_MAX_K,
+    BULK_ROWS_PER_SM,
     CLUSTER_MAX_N,
     CLUSTER_SMALL_K,
     CLUSTER_WIDE_N,
@@ -147,7 +149,7 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
         if c.family == "cluster" and c.dtype != "float32":
             assert c.vecs == 2 and (c.bracket == (c.threads == 512)), c.name
     assert {c.dtype for c in cfgs if c.family == "register"} == {"float32", "bfloat16", "float16"}
-    assert {c.threads for c in cfgs} == {512, 1024}
+    assert {c.threads for c in cfgs} == {256, 512, 1024}
     assert any(c.split for c in cfgs) and any(not c.split for c in cfgs)
     cluster = {(c.cluster, c.threads, c.vecs) for c in cfgs if c.family == "cluster"}
     assert cluster == {(4, 512, 4), (8, 512, 4), (4, 1024, 4), (8, 1024, 4), (16, 512, 4)} | {
@@ -174,6 +176,9 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
         (512, 8, 2),
         (512, 8, 1),
         (1024, 8, 1),
+        (256, 2, 4),
+        (256, 4, 4),
+        (256, 8, 4),
     }
     # The B200 preset keeps the portable cluster size: no 16-CTA cluster.
     portable = {c.name for c in cfgs if getattr(c, "cluster", 0) != 16}
@@ -260,6 +265,39 @@ def test_cluster_family_where_it_is_measured_faster():
         route_static(H200, rows=1, n_env=10, k=1, families=("bogus",))
 
 
+def test_bulk_register_shapes_past_two_ctas_per_sm():
+    """Past two 512-thread CTAs per SM (K up to BULK_MAX_K, float32): four 256-thread CTAs
+    per SM holding the row, the staging cut to what K needs; the variants that spill at 64
+    registers with eight vectors a thread keep the 512-thread shape."""
+    s = H200.sm_count
+    bulk = BULK_ROWS_PER_SM * s + 1
+    for n_env, vecs, cap in ((2048, 2, 2048), (4096, 4, 2048), (8192, 8, 4096)):
+        for k in (512, BULK_MAX_K):
+            c = route_static(H200, rows=bulk, n_env=n_env, k=k).config
+            assert (c.family, c.threads, c.vecs, c.resident, c.capacity) == (
+                "register", 256, vecs, 4, cap
+            ), (n_env, k)  # fmt: skip
+            assert c.max_n >= n_env and c.capacity >= c.max_k
+            assert c.bracket == (vecs <= 4 and 4 * k <= n_env)
+            assert c.smem_bytes * c.resident <= H200.smem_per_sm
+            # within two CTAs per SM, at larger K, or 16-bit: the 512-thread shapes
+            for kw in (
+                dict(rows=bulk - 1, k=k),
+                dict(rows=bulk, k=BULK_MAX_K + 1),
+                dict(rows=bulk, k=k, dtype="bfloat16"),
+            ):
+                if kw["k"] < n_env:
+                    assert route_static(H200, n_env=n_env, **kw).config.threads >= 512, kw
+    # eight vectors a thread at 64 registers: plain decode and full rows only
+    for kw in (dict(with_values=True), dict(mode="prefill"), dict(deterministic=True)):
+        c = route_static(H200, rows=bulk, n_env=8192, k=512, **kw).config
+        assert (c.threads, c.vecs) == (512, 4), kw
+    assert route_static(H200, rows=bulk, n_env=8192, k=512, mode="full").config.threads == 256
+    # four vectors a thread: every variant but deterministic prefill windows
+    c = route_static(H200, rows=bulk, n_env=4096, k=512, mode="prefill", deterministic=True)
+    assert c.config.threads == 512
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_16bit_logits_route_like_float32(dtype):
     """16-bit launches take the float32 route's family and CTA shape, with 16-bit keys and
@@ -284,6 +322,10 @@ def test_16bit_logits_route_like_float32(dtype):
                 assert a.family == "streaming" and a.config.ladder.vec == 8
             elif b.family == "register":
                 assert a.family == "register"
+                # the bulk shapes are float32 only: 16-bit rows keep the shape of rows that
+                # fit two CTAs per SM
+                b = route_static(H200, rows=min(rows, BULK_ROWS_PER_SM * s), n_env=n_env, k=512,
+                                 mode=mode, with_values=values)  # fmt: skip
                 assert (a.config.threads, a.config.resident) == (
                     b.config.threads,
                     b.config.resident,

@@ -62,6 +62,9 @@ kernel times): b = 512, n = 262,144 158.6-159.0 us against 161.6-162.5 (ncu: 537
 DRAM, the logits' size, against 552 MB), b = 128, n = 262,144 45.7-47.2 against 48.1-48.9,
 and no shape slower.
 
+Rows past two 512-thread CTAs per SM with K up to ``BULK_MAX_K`` take four 256-thread register
+CTAs per SM with a staging cut to 2,048-4,096 entries (``BULK_ROWS_PER_SM``).
+
 bfloat16 and float16 logits (``dtype``) run on the streaming family's 16-bit configurations
 (16-byte vectors of 8 scores, 16-bit keys, two scores per compare): the same cores with four
 vectors per thread per tile on the 512-thread core (rows > SMs: b = 512, n = 262,144 bf16
@@ -144,6 +147,15 @@ RAGGED_MIN_N = 131073
 SMALL_ROW_N = 4096
 #: Largest K the kernels serve.
 MAX_K = 2048
+#: Launches of more than this many rows per SM with K at most ``BULK_MAX_K`` run envelopes up
+#: to 8,192 on four 256-thread register CTAs per SM (``tools/tune_register.py --configs``,
+#: ``tune_register_bulk.json``, raw kernel times, K = 512 / 1024): at b = 512, n = 2,048 9.8 /
+#: 10.0 us against 12.5 / 12.0 for two 512-thread CTAs per SM; n = 4,096 13.3 / 13.9 against
+#: 15.0 / 15.1; n = 8,192 16.8 / 18.6 against 19.7 / 20.6; at b = 2,048 24-37 % less. At
+#: b = 256 (rows within two CTAs per SM) they measured even or slower, and at K = 2048 the
+#: 512-thread shapes stay faster.
+BULK_ROWS_PER_SM = 2
+BULK_MAX_K = 1024
 #: Envelopes at most this long run on the register-resident family at any batch.
 REGISTER_MAX_N = 16384
 #: ... and at most this long when the rows fit the SMs (one 1024-thread CTA each).
@@ -238,7 +250,7 @@ def _register_core(
     """
     if dtype != "float32" and n_env > SMALL_ROW_N:
         return None
-    reg = _register_shape(spec, rows, n_env, mode, with_values, deterministic)
+    reg = _register_shape(spec, rows, n_env, k, mode, with_values, deterministic, dtype)
     if reg is None:
         return None
     lean = mode == "decode" and not with_values
@@ -250,22 +262,41 @@ def _register_core(
 
 
 def _register_shape(
-    spec: DeviceSpec, rows: int, n_env: int, mode: str, with_values: bool, deterministic: bool
+    spec: DeviceSpec,
+    rows: int,
+    n_env: int,
+    k: int,
+    mode: str,
+    with_values: bool,
+    deterministic: bool,
+    dtype: str = "float32",
 ):
-    """The CTA shape of :func:`_register_core` (threads, vectors, residency), or None."""
+    """The CTA shape of :func:`_register_core` (threads, vectors, residency, staging), or
+    None."""
     few = rows <= spec.sm_count
     prefill = mode == "prefill"
+    plain = not (prefill or with_values or deterministic)
+    # Rows past two 512-thread CTAs per SM: four 256-thread CTAs per SM, the staging cut to
+    # what K <= BULK_MAX_K needs, so every SM holds twice the rows (with eight vectors a
+    # thread at 64 registers only plain decode rows compile without spills).
+    # Measured for float32 rows.
+    bulk = rows > BULK_ROWS_PER_SM * spec.sm_count and k <= BULK_MAX_K and dtype == "float32"
     if n_env <= 2048:
+        if bulk:
+            return RegisterConfig(threads=256, vecs=2, resident=4, capacity=2048)
         return RegisterConfig(threads=512, vecs=1)
     if n_env <= 4096:
+        if bulk and not (prefill and deterministic):
+            return RegisterConfig(threads=256, vecs=4, resident=4, capacity=2048)
         return RegisterConfig(threads=512, vecs=2)
     if n_env <= 8192:
+        if bulk and plain:
+            return RegisterConfig(threads=256, vecs=8, resident=4, capacity=4096)
         two = not few and not (prefill and deterministic)
         return RegisterConfig(threads=512, vecs=4, resident=2 if two else 1)
     if n_env <= REGISTER_MAX_N:
         if few and not (prefill and deterministic):
             return RegisterConfig(threads=1024, vecs=4)
-        plain = not (prefill or with_values or deterministic)
         return RegisterConfig(threads=512, vecs=8, resident=2 if plain and not few else 1)
     if n_env <= REGISTER_WIDE_N and few and not (prefill or deterministic):
         return RegisterConfig(threads=1024, vecs=8)
@@ -513,7 +544,9 @@ def routed_configs(
     s = spec.sm_count
     seen: dict = {}
     h = s // 2
-    for rows in sorted({1, 2, h // 8, h // 8 + 1, h // 4, h // 4 + 1, h, h + 1, s, s + 1, 4 * s}):
+    bulk = BULK_ROWS_PER_SM * s
+    rows_set = {1, 2, h // 8, h // 8 + 1, h // 4, h // 4 + 1, h, h + 1, s, s + 1, bulk, bulk + 1}
+    for rows in sorted(rows_set | {4 * s}):
         for n_env in (
             2048,
             2049,
@@ -535,7 +568,7 @@ def routed_configs(
             262144,
         ):
             for k, mode, with_values, det, dtype, skip in itertools.product(
-                (512, CLUSTER_SMALL_K + 1, MAX_K),
+                (512, BULK_MAX_K, CLUSTER_SMALL_K + 1, MAX_K),
                 MODES,
                 (False, True),
                 (False, True),
