@@ -269,16 +269,28 @@ def _kv_schedule(steps, batch, next_n, cr, k, msl, g):
     return sched
 
 
-@pytest.mark.parametrize("batch", [2, 16, 100], ids=["cluster", "split", "single"])
-def test_cuda_graph_decode_replays(api, batch):
+#: (batch, next_n, compress_ratio, width, replays) of the graph test: one cluster per row, the
+#: static split, one CTA per row, and the ragged split (at least RAGGED_MIN_ROWS rows of an
+#: envelope past RAGGED_MIN_N: CTAs handed out by the lengths in-kernel, every replay).
+GRAPH_CASES = [(2, 2, 4, 65536, 120), (16, 2, 4, 65536, 120), (100, 2, 4, 65536, 120),
+               (40, 1, 1, 262144, 40)]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", GRAPH_CASES, ids=["cluster", "split", "single", "ragged"])
+def test_cuda_graph_decode_replays(api, case):
     """Warm up on a side stream, capture one decode call with max_seq_len and fixed buffers,
-    replay 120 times while kv_lens (and the logits) change in place; every replay is exact.
-    Then zero the outputs and replay again."""
+    replay while kv_lens (and the logits) change in place; every replay is exact. Then zero
+    the outputs and replay again."""
+    from gvr_kernels.routing import route_static
+    from gvr_kernels.spec import spec_from_properties
     from gvr_kernels.testing import poison_beyond
 
-    k, next_n, cr = 512, 2, 4
-    width = 65536
+    batch, next_n, cr, width, steps = case
+    k = 512
     msl = width * cr
+    spec = spec_from_properties(torch.cuda.get_device_properties(0))
+    route = route_static(spec, rows=batch * next_n, n_env=width, k=k, with_values=True)
+    assert getattr(route.config, "ragged", False) == (case == GRAPH_CASES[-1]), route.config.name
     rows = batch * next_n
     g = rng(6, batch)
     base = torch.from_numpy(g.standard_normal((rows, width)).astype(np.float32)).cuda()
@@ -314,7 +326,7 @@ def test_cuda_graph_decode_replays(api, batch):
             logits, kv, out=out, values=values, next_n=next_n, compress_ratio=cr, max_seq_len=msl
         )
 
-    sched = _kv_schedule(120, batch, next_n, cr, k, msl, g)
+    sched = _kv_schedule(steps, batch, next_n, cr, k, msl, g)
     for step, kv_np in enumerate(sched + sched[:3]):
         kv.copy_(torch.from_numpy(kv_np))
         windows = decode_windows(kv_np, next_n, cr, width)
