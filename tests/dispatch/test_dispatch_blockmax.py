@@ -65,6 +65,14 @@ def test_debug_mode_catches_a_bound_below_its_block(monkeypatch):
     low[row, j] = torch.nextafter(low[row, j], torch.tensor(-np.inf))  # one ulp below its max
     out = torch.full((6, 64), 77, dtype=torch.int32)
     topk_decode(x, kv, 64, out=out, block_max=low)  # not checked without the debug mode
+    for off in ("0", "false", "Off", " no "):
+        monkeypatch.setenv("GVR_CHECK_BLOCK_MAX", off)
+        topk_decode(x, kv, 64, out=out, block_max=low)
+    monkeypatch.setenv("GVR_CHECK_BLOCK_MAX", "maybe")
+    out.fill_(77)
+    with pytest.raises(ValueError, match=r"GVR_CHECK_BLOCK_MAX must be .* got 'maybe'"):
+        topk_decode(x, kv, 64, out=out, block_max=low)
+    assert (out == 77).all()
     monkeypatch.setenv("GVR_CHECK_BLOCK_MAX", "1")
     out.fill_(77)
     with pytest.raises(ValueError, match=rf"breaks its contract .*\(row {row}, block {j}\)"):

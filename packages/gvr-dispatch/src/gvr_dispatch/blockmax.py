@@ -28,8 +28,20 @@ DEBUG_ENV = "GVR_CHECK_BLOCK_MAX"
 
 
 def debug_enabled() -> bool:
-    """Whether ``GVR_CHECK_BLOCK_MAX`` asks for the contract check."""
-    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    """Whether ``GVR_CHECK_BLOCK_MAX`` asks for the contract check: ``1``, ``true``, ``yes``
+    or ``on`` (any case) turn it on; unset, empty, ``0``, ``false``, ``no`` and ``off`` leave
+    it off.
+
+    Raises:
+        ValueError: any other value (naming the variable and the value).
+    """
+    raw = os.environ.get(DEBUG_ENV, "")
+    value = raw.strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{DEBUG_ENV} must be one of 1/true/yes/on or 0/false/no/off, got {raw!r}")
 
 
 def check_block_max(block_max: object, device: torch.device, rows: int, width: int) -> None:
