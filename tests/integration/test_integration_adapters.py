@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from gvr_integration.adapters import flashinfer, trtllm, vllm
+from gvr_integration.indexer import block_maxima
 from gvr_reference.workloads import make_decode_batch, make_prefill_batch
 from integration_helpers import DEVICES, NEG_FLT_MAX, SEED, check, logits_of, rng, tensor
 
@@ -227,6 +228,19 @@ def test_trt_topk_module_units_and_errors(spy):
     module(logits, out, is_prefill=False, sequence_lengths=kv)
     assert spy[-1][1]["max_seq_len"] == 1000  # default: the width, in tokens
     check(b, out)
+    # the block-maxima extension reaches the ops, decode and prefill
+    bm = block_maxima(logits)
+    out.fill_(7)
+    module(logits, out, is_prefill=False, sequence_lengths=kv, block_max=bm)
+    assert spy[-1][0] == "topk_decode" and spy[-1][1]["block_max"] is bm
+    check(b, out)
+    p = prefill_batch(k=32)
+    plog = logits_of(p, "cpu")
+    pbm, pout = block_maxima(plog), torch.empty((p.rows, 32), dtype=torch.int32)
+    module(plog, pout, is_prefill=True, row_starts=tensor(p.row_starts, "cpu"),
+           row_ends=tensor(p.row_ends, "cpu"), block_max=pbm)  # fmt: skip
+    assert spy[-1][0] == "topk_prefill" and spy[-1][1]["block_max"] is pbm
+    check(p, pout)
     with pytest.raises(ValueError, match="sequence_lengths"):
         module(logits, out, is_prefill=False, scan_lengths=kv)
     with pytest.raises(ValueError, match="row_starts and row_ends"):

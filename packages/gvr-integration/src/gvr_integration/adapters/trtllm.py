@@ -228,6 +228,7 @@ class TopK(torch.nn.Module):
         next_n=1,
         max_seq_len=None,
         gvr_ext_kwargs=None,
+        block_max=None,
     ):
         """Select the top-K of every row of ``scores`` into ``output_indices``.
 
@@ -247,6 +248,8 @@ class TopK(torch.nn.Module):
             max_seq_len: decode envelope in *compressed* units (multiplied by
                 ``compress_ratio`` here, as the peer does); default: the scores width.
             gvr_ext_kwargs: accepted and ignored (``gvr_prior_indices``, ``gvr_row_order``).
+            block_max: GVR extension, as in :func:`indexer_topk_decode`: float32
+                ``[rows, ceil(width / 32)]`` block maxima of ``scores`` from their producer.
 
         Returns:
             ``output_indices``.
@@ -267,7 +270,7 @@ class TopK(torch.nn.Module):
         if is_prefill:
             if row_starts is None or row_ends is None:
                 raise ValueError("prefill needs row_starts and row_ends")
-            ops.topk_prefill(scores, row_starts, row_ends, self.top_k, out=out)
+            ops.topk_prefill(scores, row_starts, row_ends, self.top_k, out=out, block_max=block_max)
             return output_indices
         lengths = sequence_lengths
         if lengths is None:
@@ -290,5 +293,6 @@ class TopK(torch.nn.Module):
             compress_ratio=cr,
             out=out,
             max_seq_len=tokens,
+            block_max=block_max,
         )
         return output_indices
