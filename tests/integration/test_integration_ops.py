@@ -85,6 +85,28 @@ def test_fake_decode_rejects_bad_metadata(bad):
             torch.ops.gvr.topk_decode(logits, kv, out, values, 2, 1, None)
 
 
+@pytest.mark.parametrize("bad", [None, "dtype", "rows", "blocks"])
+def test_fake_ops_check_block_max(bad):
+    with FakeTensorMode():
+        logits = torch.empty(6, 300)
+        kv = torch.empty(3, dtype=torch.int32)
+        out = torch.empty(6, 16, dtype=torch.int32)
+        shape = (5 if bad == "rows" else 6, 9 if bad == "blocks" else 10)  # ceil(300 / 32)
+        bm = torch.empty(shape, dtype=torch.float16 if bad == "dtype" else torch.float32)
+        starts = torch.empty(6, dtype=torch.int32)
+        for call in (
+            lambda: torch.ops.gvr.topk_decode(logits, kv, out, None, 2, 1, None, None, False,
+                                              False, bm),
+            lambda: torch.ops.gvr.topk_prefill(logits, starts, starts, out, None, None, False,
+                                               False, bm),
+        ):  # fmt: skip
+            if bad is None:
+                assert call() is None
+            else:
+                with pytest.raises(RuntimeError, match="block_max"):
+                    call()
+
+
 def test_fake_prefill_rejects_wrong_window_count():
     with FakeTensorMode():
         logits = torch.empty(4, 100)

@@ -112,6 +112,23 @@ def _topk_prefill_op(
 
 
 # ---------------------------------------------------------------------------- fake impls
+def _fake_block_max(logits, block_max) -> None:
+    """The block maxima's metadata (``gvr_dispatch.blockmax.check_block_max``'s shape and
+    dtype rules), for both fake implementations."""
+    if block_max is None:
+        return
+    rows, width = logits.shape
+    blocks = (width + 31) // 32
+    torch._check(
+        block_max.dtype == torch.float32, lambda: f"block_max must be float32: {block_max.dtype}"
+    )
+    torch._check(block_max.dim() == 2, lambda: f"block_max must be 2-D, got {block_max.dim()}-D")
+    torch._check(
+        block_max.shape[0] == rows and block_max.shape[1] == blocks,
+        lambda: f"block_max must be [rows, ceil(width / 32)] = [{rows}, {blocks}]",
+    )
+
+
 def _fake_outputs(logits, out, values) -> None:
     """Metadata checks shared by both fake implementations (shapes may be symbolic)."""
     torch._check(logits.dim() == 2, lambda: f"logits must be 2-D, got {logits.dim()}-D")
@@ -149,6 +166,7 @@ def _topk_decode_fake(
     block_max=None,
 ):
     _fake_outputs(logits, out, values)
+    _fake_block_max(logits, block_max)
     torch._check(next_n >= 1, lambda: f"next_n must be >= 1, got {next_n}")
     torch._check(kv_lens.dim() == 1, lambda: "kv_lens must be 1-D")
     torch._check(kv_lens.dtype == torch.int32, lambda: "kv_lens must be int32")
@@ -171,6 +189,7 @@ def _topk_prefill_fake(
     block_max=None,
 ):
     _fake_outputs(logits, out, values)
+    _fake_block_max(logits, block_max)
     for name, t in (("row_starts", row_starts), ("row_ends", row_ends)):
         torch._check(t.dim() == 1 and t.dtype == torch.int32, lambda n=name: f"{n}: int32 1-D")
         torch._check(t.shape[0] == logits.shape[0], lambda n=name: f"{n}: one entry per row")
