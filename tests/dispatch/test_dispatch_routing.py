@@ -326,6 +326,17 @@ def test_warmup_cpu_engine():
     rep = d.warmup(k=8, device="cpu")
     assert [e.name for e in rep.entries] == ["cpu_engine"]
     assert d.warmup(k=8).entries[0].source == "memory"
+    assert d.warmup(k=4096, device="cpu").entries  # the CPU engine takes any K
+    # the call flags are checked as on a GPU
+    for kw, err, name in (
+        (dict(k=0), ValueError, "k"),
+        (dict(k=8, modes=("decode", "sideways")), ValueError, "modes"),
+        (dict(k=8, with_values="yes"), TypeError, "with_values"),
+        (dict(k=8, block_max=2), TypeError, "block_max"),
+        (dict(k=8, rows=(-1,)), ValueError, "rows"),
+    ):
+        with pytest.raises(err, match=name):
+            d.warmup(device="cpu", **kw)
 
 
 class _NoCuda(FakeRuntime):

@@ -52,7 +52,7 @@ from .validation import (
     check_output,
     resolve_k,
 )
-from .warmup import WarmupEntry, WarmupReport, warmup_keys
+from .warmup import WarmupEntry, WarmupReport, check_call_flags, warmup_keys
 from .workspace import Workspace, as_workspace_words
 
 __all__ = ["Dispatcher"]
@@ -924,22 +924,7 @@ class Dispatcher:
         cr_shift = check_compress_ratio(compress_ratio)
         max_seq_len = check_max_seq_len(max_seq_len)
         dtypes = _dtype_names(dtype)
-        if spec is None:
-            if device is None:
-                device = self.runtime.current_device() if self._kernels_available() else "cpu"
-            device = self._device(device)
-            if device.type == "cpu" and self._kernel_type != "cpu":
-                return self._warmup_cpu(t0)
-            if device.type != self._kernel_type:
-                raise ValueError(f"device must be a CPU or CUDA device, got {device}")
-            dev = self.runtime.index(device)
-            spec = self.spec(device)
-        elif device is not None:
-            raise ValueError("pass either device (warm a GPU) or spec (compile only), not both")
-        else:
-            dev = -1
-        keys, notes = warmup_keys(
-            dev,
+        envelope = dict(
             k=k,
             rows=rows,
             next_n=next_n,
@@ -953,6 +938,23 @@ class Dispatcher:
             dtypes=dtypes,
             block_skip=block_max,
         )
+        if spec is None:
+            if device is None:
+                device = self.runtime.current_device() if self._kernels_available() else "cpu"
+            device = self._device(device)
+            if device.type == "cpu" and self._kernel_type != "cpu":
+                # The CPU engine compiles nothing (and takes any K), but the flags are checked.
+                check_call_flags(k, rows, modes, with_values, deterministic, block_max, False)
+                return self._warmup_cpu(t0)
+            if device.type != self._kernel_type:
+                raise ValueError(f"device must be a CPU or CUDA device, got {device}")
+            dev = self.runtime.index(device)
+            spec = self.spec(device)
+        elif device is not None:
+            raise ValueError("pass either device (warm a GPU) or spec (compile only), not both")
+        else:
+            dev = -1
+        keys, notes = warmup_keys(dev, **envelope)
         configs = list(dict.fromkeys(route(spec, key).config for key in keys))
         report = WarmupReport(device=str(device) if dev >= 0 else spec.arch, notes=notes)
         bar = _progress(configs, progress, spec.arch)

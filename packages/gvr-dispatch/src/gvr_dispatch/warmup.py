@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from .routing import LaunchKey
 from .validation import KERNEL_MAX_WIDTH, check_flag, check_int, check_kernel_k
 
-__all__ = ["WARMUP_MODES", "WarmupEntry", "WarmupReport", "warmup_keys"]
+__all__ = ["WARMUP_MODES", "WarmupEntry", "WarmupReport", "check_call_flags", "warmup_keys"]
 
 WARMUP_MODES = ("decode", "prefill", "dense")
 
@@ -113,6 +113,41 @@ def _flags(value: object, name: str) -> tuple[bool, ...]:
     return out
 
 
+def check_call_flags(k, rows, modes, with_values, deterministic, block_skip, kernels=True):
+    """The call flags of a warm-up envelope, checked (also where the CPU engine serves the
+    calls and no key is made).
+
+    Returns:
+        ``(ks, row_counts, modes, values_opts, det_opts, skip_opts)`` as tuples.
+
+    Raises:
+        TypeError, ValueError: an argument is out of range, naming it; with ``kernels``, a K
+            the CUDA kernels do not serve.
+    """
+    ks = _ints(k, "k")
+    for kk in ks:
+        if kk < 1:
+            raise ValueError(f"k must be >= 1, got {kk}")
+        if kernels:
+            check_kernel_k(kk)
+    row_counts = _ints(rows, "rows")
+    for r in row_counts:
+        if r < 0:
+            raise ValueError(f"rows must be >= 0, got {r}")
+    if isinstance(modes, str):
+        modes = (modes,)
+    modes = tuple(modes)
+    for m in modes:
+        if m not in WARMUP_MODES:
+            raise ValueError(f"modes must be drawn from {WARMUP_MODES}, got {m!r}")
+    if not modes:
+        raise ValueError("modes must not be empty")
+    values_opts = _flags(with_values, "with_values")
+    det_opts = _flags(deterministic, "deterministic")
+    skip_opts = _flags(block_skip, "block_max")
+    return ks, row_counts, modes, values_opts, det_opts, skip_opts
+
+
 def warmup_keys(
     device_index: int,
     *,
@@ -155,26 +190,9 @@ def warmup_keys(
     Raises:
         TypeError, ValueError: an argument is out of range, naming it.
     """
-    ks = _ints(k, "k")
-    for kk in ks:
-        if kk < 1:
-            raise ValueError(f"k must be >= 1, got {kk}")
-        check_kernel_k(kk)
-    row_counts = _ints(rows, "rows")
-    for r in row_counts:
-        if r < 0:
-            raise ValueError(f"rows must be >= 0, got {r}")
-    if isinstance(modes, str):
-        modes = (modes,)
-    modes = tuple(modes)
-    for m in modes:
-        if m not in WARMUP_MODES:
-            raise ValueError(f"modes must be drawn from {WARMUP_MODES}, got {m!r}")
-    if not modes:
-        raise ValueError("modes must not be empty")
-    values_opts = _flags(with_values, "with_values")
-    det_opts = _flags(deterministic, "deterministic")
-    skip_opts = _flags(block_skip, "block_max")
+    ks, row_counts, modes, values_opts, det_opts, skip_opts = check_call_flags(
+        k, rows, modes, with_values, deterministic, block_skip
+    )
     if width is not None:
         width = check_int(width, "width")
         if not 1 <= width < KERNEL_MAX_WIDTH:
