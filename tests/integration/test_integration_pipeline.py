@@ -196,6 +196,10 @@ def test_block_maxima_on_strided_scores_and_into_a_buffer():
     assert block_maxima(view, 32, out=buf) is buf
     want = torch.stack([view[:, i : i + 32].amax(dim=1) for i in range(0, 100, 32)], dim=1)
     assert torch.equal(buf, want)
+    # a padded buffer (row stride 6, unit inner stride), as the top-K calls accept it
+    padded = torch.full((4, 6), 9.0)
+    assert block_maxima(view, 32, out=padded[:, :4]) is not None
+    assert torch.equal(padded[:, :4], want) and (padded[:, 4:] == 9.0).all()
 
 
 @pytest.mark.parametrize(

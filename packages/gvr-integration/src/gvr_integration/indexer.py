@@ -115,7 +115,8 @@ def block_maxima(
     Args:
         scores: float32 ``[T, S]`` (any row stride; unit column stride not required).
         block: columns per block, a power of two ``>= 1``.
-        out: optional float32 ``[T, ceil(S / block)]`` contiguous buffer to write into.
+        out: optional float32 ``[T, ceil(S / block)]`` buffer to write into, with unit
+            inner stride (any row stride, as the top-K calls read it).
 
     Returns:
         float32 ``[T, ceil(S / block)]`` on ``scores``' device (``out`` when given).
@@ -137,11 +138,12 @@ def block_maxima(
         out.dtype != torch.float32
         or tuple(out.shape) != (t, nb)
         or out.device != scores.device
-        or not out.is_contiguous()
+        or (nb > 1 and out.stride(1) != 1)
     ):
         raise ValueError(
-            f"block_max must be a contiguous float32 [{t}, {nb}] tensor on {scores.device}, "
-            f"got {out.dtype} {tuple(out.shape)} on {out.device}"
+            f"block_max must be a float32 [{t}, {nb}] tensor with unit inner stride on "
+            f"{scores.device}, got {out.dtype} {tuple(out.shape)} strides {tuple(out.stride())} "
+            f"on {out.device}"
         )
     if t == 0 or s == 0:
         return out if out is not None else scores.new_empty((t, nb))
