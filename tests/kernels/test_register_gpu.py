@@ -221,15 +221,21 @@ def forced_rows(g, threads, vecs, dtype, k):
             x[r, off] = 2.0 ** (6 + np.arange(off.size) / 512)
             x[r, 3] = np.inf
         elif kind == 6:  # a crowded tie class at the rung: the keys above it, then ties
-            x[r, g.random(width) < 0.3] = 2.5
+            # (rows of fewer than 8,192 scores need a larger crowd to pass the rung's reach)
+            x[r, g.random(width) < (0.3 if cap >= 8192 else 0.5)] = 2.5
         elif kind == 7:  # the same crowd with more keys above it than the staging
-            x[r, g.random(width) < 0.3] = 2.5
+            if cap >= 8192:
+                x[r, g.random(width) < 0.3] = 2.5
+            else:  # short rows: the crowd on every sample position, the keys above off them
+                x[r, pos] = 2.5
             free = np.setdiff1d(np.flatnonzero(x[r, :n] != 2.5), pos)[:3000]
             x[r, free] = 2.0 ** (4 + np.arange(free.size) / 512)
         elif kind in (8, 9):  # a tie class at the top, unseen by the sample, on half the
             # threads (the others' maxima keep the bracket's low end below it): narrowed from
             # the staging, or (more of them than it holds) from the registers
             half = np.flatnonzero((np.arange(n) // params.vec) % threads < threads // 2)
+            if threads < k:  # the low end is the smallest of positions [0, k): keep off them
+                half = np.arange(k, n)
             x[r, np.setdiff1d(half, pos)[: 600 if kind == 8 else 3000]] = 6.0
         elif kind == 10:  # the sampled first rung
             x[r, 3] = np.inf
