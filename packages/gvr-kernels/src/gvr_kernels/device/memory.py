@@ -32,19 +32,26 @@ def load_vec4(ptr: cute.Pointer, policy=None):
         return _load_vec4_hinted(ptr.toint(), policy)
 
 
-@dsl_user_op
-def _load_vec4_hinted(addr: Int64, policy: Int64, *, loc=None, ip=None):
-    operands = [Int64(addr).ir_value(loc=loc, ip=ip), Int64(policy).ir_value(loc=loc, ip=ip)]
+def _vec4_asm(asm: str, operands, constraints: str, loc, ip):
+    """Four uint32 words from one inline-PTX statement whose outputs are ``$0-$3`` (the
+    operands follow them as ``$4, ...``)."""
     res = llvm.inline_asm(
         llvm.StructType.get_literal([T.i32()] * 4),
         operands,
-        "ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {$0, $1, $2, $3}, [$4], $5;",
-        "=r,=r,=r,=r,l,l",
+        asm,
+        "=r,=r,=r,=r," + constraints,
         has_side_effects=False,
         loc=loc,
         ip=ip,
     )
     return [Uint32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4)]
+
+
+@dsl_user_op
+def _load_vec4_hinted(addr: Int64, policy: Int64, *, loc=None, ip=None):
+    operands = [Int64(addr).ir_value(loc=loc, ip=ip), Int64(policy).ir_value(loc=loc, ip=ip)]
+    asm = "ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {$0, $1, $2, $3}, [$4], $5;"
+    return _vec4_asm(asm, operands, "l,l", loc, ip)
 
 
 @dsl_user_op
@@ -70,17 +77,11 @@ def load_vec4_if(addr: Int64, flag: Uint32, *, loc=None, ip=None):
     predicated load: a lane whose flag is clear issues no request). ``addr``: the 16-byte
     aligned global byte address (``pointer.toint()``)."""
     operands = [Int64(addr).ir_value(loc=loc, ip=ip), Uint32(flag).ir_value(loc=loc, ip=ip)]
-    res = llvm.inline_asm(
-        llvm.StructType.get_literal([T.i32()] * 4),
-        operands,
+    asm = (
         "{ .reg .pred p; setp.ne.u32 p, $5, 0; mov.b32 $0, 0; mov.b32 $1, 0; mov.b32 $2, 0; "
-        "mov.b32 $3, 0; @p ld.global.nc.L1::no_allocate.v4.u32 {$0, $1, $2, $3}, [$4]; }",
-        "=r,=r,=r,=r,l,r",
-        has_side_effects=False,
-        loc=loc,
-        ip=ip,
+        "mov.b32 $3, 0; @p ld.global.nc.L1::no_allocate.v4.u32 {$0, $1, $2, $3}, [$4]; }"
     )
-    return [Uint32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4)]
+    return _vec4_asm(asm, operands, "l,r", loc, ip)
 
 
 @cute.jit
