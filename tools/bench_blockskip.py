@@ -138,14 +138,14 @@ def run_cell(kp, kind, x, lens, bm, b, n, k, flush, reps, dummy_f, top_k_varlen)
     variants = {"gvr": (base, None), "gvr_bmax_routed": (routed, bm)}
     if base.family == "streaming":
         variants["gvr_bmax_forced"] = (
-            replace(base, config=replace(base.config, block_skip=True)),
+            replace(base, config=replace(base.config, block_skip=True, l2_hints=False)),
             bm,
         )
     else:
         s = route_static(kp.spec, rows=b, n_env=n, k=k, dtype=dtype, families=("streaming",))
         variants["gvr_streaming"] = (s, None)
-        variants["gvr_bmax_forced"] = (replace(s, config=replace(s.config, block_skip=True)),
-                                       bm)  # fmt: skip
+        forced = replace(s.config, block_skip=True, l2_hints=False)
+        variants["gvr_bmax_forced"] = (replace(s, config=forced), bm)
     rec["routes"] = {name: r.config.name for name, (r, _) in variants.items()}
     for name, (route, bmax) in variants.items():
         cfg = replace(route.config, record_paths=True)

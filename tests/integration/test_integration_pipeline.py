@@ -215,6 +215,14 @@ def test_block_maxima_on_strided_scores_and_into_a_buffer():
             ValueError,
             "block_max",
         ),
+        # one block a row, but not unit inner stride (what the top-K calls would refuse)
+        (dict(scores=torch.zeros(3, 32), out=torch.zeros(1, 3).t()), ValueError, "block_max"),
+        # rows that overlap (a broadcast buffer)
+        (
+            dict(scores=torch.zeros(2, 64), out=torch.zeros(1, 2).expand(2, 2)),
+            ValueError,
+            "block_max",
+        ),
     ],
 )
 def test_block_maxima_rejects_bad_input(kwargs, err, match):

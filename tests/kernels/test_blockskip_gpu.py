@@ -61,7 +61,7 @@ def skip_route(rows, width, k, mode, dtype="float32", parts=None):
         helpers_spec(), rows=rows, n_env=width, k=k, mode=mode, dtype=dtype,
         families=("streaming",),
     )  # fmt: skip
-    cfg = replace(r.config, block_skip=True)
+    cfg = replace(r.config, block_skip=True, l2_hints=False)
     if parts is not None and parts != r.parts:
         from gvr_kernels.routing import _SPLIT
 

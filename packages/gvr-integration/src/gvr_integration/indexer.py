@@ -138,7 +138,8 @@ def block_maxima(
         out.dtype != torch.float32
         or tuple(out.shape) != (t, nb)
         or out.device != scores.device
-        or (nb > 1 and out.stride(1) != 1)
+        or out.stride(1) != 1
+        or (t > 1 and out.stride(0) < nb)
     ):
         raise ValueError(
             f"block_max must be a float32 [{t}, {nb}] tensor with unit inner stride on "

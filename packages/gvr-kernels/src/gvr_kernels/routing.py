@@ -55,7 +55,7 @@ takes 8.5 / 10.0 / 12.3 us of kernel time for K = 512 / 1024 / 2048 (ncu,
 ``ncu_b1_cluster_bracket.log``; 11.2 / 13.3 / 15.8 for the sampled cluster path before it,
 ``ncu_b1.log``); past half the SMs the split row is as fast or faster.
 
-Every streaming route without block maxima reads with L2 hints (``StreamingConfig.l2_hints``:
+Every streaming route that does not skip blocks reads with L2 hints (``StreamingConfig.l2_hints``:
 the sample's lines evict-last, the pass evict-first), so the sampled sectors are not read twice
 from DRAM where the launch does not fit L2 (``tools/tune_bandwidth.py``, ``tune_l2.log``, raw
 kernel times): b = 512, n = 262,144 158.6-159.0 us against 161.6-162.5 (ncu: 537 MB read from
@@ -226,7 +226,8 @@ def _register_core(
     """The register-resident core for a launch, or None where the streaming family is faster
     or the row does not fit.
 
-    The cores with 64 registers per thread (1024 threads, or 512 at two CTAs per SM) hold
+    The cores with 64 registers per thread (1024 threads, 512 at two CTAs per SM, or 256 at
+    four: the bulk shapes of :func:`_register_shape`) hold
     every variant except those the compile audit finds spilling there
     (``tests/kernels/test_compile.py``): prefill windows with the deterministic tie mode, and
     for eight vectors per thread also prefill windows, values and the tie mode; those variants
@@ -278,7 +279,7 @@ def _register_shape(
     plain = not (prefill or with_values or deterministic)
     # Rows past two 512-thread CTAs per SM: four 256-thread CTAs per SM, the staging cut to
     # what K <= BULK_MAX_K needs, so every SM holds twice the rows (with eight vectors a
-    # thread at 64 registers only plain decode rows compile without spills).
+    # thread at 64 registers only plain decode and full rows compile without spills).
     # Measured for float32 rows.
     bulk = rows > BULK_ROWS_PER_SM * spec.sm_count and k <= BULK_MAX_K and dtype == "float32"
     if n_env <= 2048:
