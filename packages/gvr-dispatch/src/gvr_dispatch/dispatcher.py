@@ -924,20 +924,6 @@ class Dispatcher:
         cr_shift = check_compress_ratio(compress_ratio)
         max_seq_len = check_max_seq_len(max_seq_len)
         dtypes = _dtype_names(dtype)
-        envelope = dict(
-            k=k,
-            rows=rows,
-            next_n=next_n,
-            cr_shift=cr_shift,
-            max_seq_len=max_seq_len,
-            width=width,
-            row_stride=row_stride,
-            modes=modes,
-            with_values=with_values,
-            deterministic=deterministic,
-            dtypes=dtypes,
-            block_skip=block_max,
-        )
         if spec is None:
             if device is None:
                 device = self.runtime.current_device() if self._kernels_available() else "cpu"
@@ -954,7 +940,21 @@ class Dispatcher:
             raise ValueError("pass either device (warm a GPU) or spec (compile only), not both")
         else:
             dev = -1
-        keys, notes = warmup_keys(dev, **envelope)
+        keys, notes = warmup_keys(
+            dev,
+            k=k,
+            rows=rows,
+            next_n=next_n,
+            cr_shift=cr_shift,
+            max_seq_len=max_seq_len,
+            width=width,
+            row_stride=row_stride,
+            modes=modes,
+            with_values=with_values,
+            deterministic=deterministic,
+            dtypes=dtypes,
+            block_skip=block_max,
+        )
         configs = list(dict.fromkeys(route(spec, key).config for key in keys))
         report = WarmupReport(device=str(device) if dev >= 0 else spec.arch, notes=notes)
         bar = _progress(configs, progress, spec.arch)

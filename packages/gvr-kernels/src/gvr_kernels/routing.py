@@ -251,7 +251,9 @@ def _register_core(
     """
     if dtype != "float32" and n_env > SMALL_ROW_N:
         return None
-    reg = _register_shape(spec, rows, n_env, k, mode, with_values, deterministic, dtype)
+    # Rows past two 512-thread CTAs per SM (float32, measured): the bulk shapes.
+    bulk = rows > BULK_ROWS_PER_SM * spec.sm_count and k <= BULK_MAX_K and dtype == "float32"
+    reg = _register_shape(spec, rows, n_env, mode, with_values, deterministic, bulk)
     if reg is None:
         return None
     lean = mode == "decode" and not with_values
@@ -266,22 +268,19 @@ def _register_shape(
     spec: DeviceSpec,
     rows: int,
     n_env: int,
-    k: int,
     mode: str,
     with_values: bool,
     deterministic: bool,
-    dtype: str = "float32",
+    bulk: bool = False,
 ):
     """The CTA shape of :func:`_register_core` (threads, vectors, residency, staging), or
-    None."""
+    None; ``bulk``: the launch takes the bulk shapes where they hold the envelope."""
     few = rows <= spec.sm_count
     prefill = mode == "prefill"
     plain = not (prefill or with_values or deterministic)
-    # Rows past two 512-thread CTAs per SM: four 256-thread CTAs per SM, the staging cut to
-    # what K <= BULK_MAX_K needs, so every SM holds twice the rows (with eight vectors a
-    # thread at 64 registers only plain decode and full rows compile without spills).
-    # Measured for float32 rows.
-    bulk = rows > BULK_ROWS_PER_SM * spec.sm_count and k <= BULK_MAX_K and dtype == "float32"
+    # Bulk: four 256-thread CTAs per SM, the staging cut to what K <= BULK_MAX_K needs, so
+    # every SM holds twice the rows (with eight vectors a thread at 64 registers only plain
+    # decode and full rows compile without spills).
     if n_env <= 2048:
         if bulk:
             return RegisterConfig(threads=256, vecs=2, resident=4, capacity=2048)
@@ -546,8 +545,8 @@ def routed_configs(
     seen: dict = {}
     h = s // 2
     bulk = BULK_ROWS_PER_SM * s
-    rows_set = {1, 2, h // 8, h // 8 + 1, h // 4, h // 4 + 1, h, h + 1, s, s + 1, bulk, bulk + 1}
-    for rows in sorted(rows_set | {4 * s}):
+    edges = {1, 2, h // 8, h // 8 + 1, h // 4, h // 4 + 1, h, h + 1, s, s + 1, bulk, bulk + 1}
+    for rows in sorted(edges | {4 * s}):
         for n_env in (
             2048,
             2049,
