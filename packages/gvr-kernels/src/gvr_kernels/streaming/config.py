@@ -37,7 +37,9 @@ HIST_BINS = 256
 CTL_WORDS = 16
 #: ... and allocated by a ragged split (its assignment words follow the zeroed ones).
 CTL_ALLOC = 24
-#: Per-row words of the split workspace before the survivor slab: [count, arrivals, pad, pad].
+#: Per-row words of the split workspace before the survivor slab: one 64-bit counter (the
+#: survivors reserved in its low half, the arriving CTAs in its high half), then two pad words
+#: (the workspace is 16-byte aligned, so each row's counter is 8-byte aligned).
 WS_HEADER_WORDS = 4
 #: Byte alignment of every shared-memory array (16-byte vector access).
 SMEM_ALIGN = 16

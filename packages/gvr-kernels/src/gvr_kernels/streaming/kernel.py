@@ -52,7 +52,7 @@ from __future__ import annotations
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass import Boolean, Int32, Int64, Uint32, const_expr
+from cutlass import Boolean, Int32, Int64, Uint32, Uint64, const_expr
 from gvr_reference.blockskip import BLOCK, GATE_64THS, SKIPPED
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import Path, crowd_min_ties
@@ -768,8 +768,13 @@ class StreamingTopK:
         slab_bits = ws_row + WS_HEADER_WORDS
         slab_idx = ws_row + (WS_HEADER_WORDS + cfg.capacity)
 
+        # Header words 0-1 as one 64-bit counter: the fill (survivors reserved) in the low
+        # half, the arrivals in the high half, so the arrival that finds every other CTA
+        # there also reads the row's total, and the last CTA clears both with one store.
+        header = cute.recast_ptr(ws_row, dtype=Uint64)
         if tid == 0:
-            ctl[Ctl.BCAST] = Int32(cute.arch.atomic_add(ws_row, Uint32(count)))
+            before = cute.arch.atomic_add(header, Uint64(count))
+            ctl[Ctl.BCAST] = Int32(Uint64(before) & Uint64(0xFFFFFFFF))
         cute.arch.barrier()
         slab_base = ctl[Ctl.BCAST]
         kept = cutlass.min(count, Int32(cfg.capacity))
@@ -782,14 +787,16 @@ class StreamingTopK:
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier()
         if tid == 0:
-            arrived = cute.arch.atomic_add(ws_row + 1, Uint32(1), sem="acq_rel", scope="gpu")
-            last = Int32(arrived) == parts - 1
+            seen = Uint64(
+                cute.arch.atomic_add(header, Uint64(1 << 32), sem="acq_rel", scope="gpu")
+            )
+            last = Int32(seen >> Uint64(32)) == parts - 1
             ctl[Ctl.LAST] = cutlass.select_(last, Int32(1), Int32(0))
             if last:
-                # Every other CTA has arrived: read the total and restore the zeros.
-                total = cute.arch.atomic_exch(ws_row, Uint32(0), sem="acq_rel", scope="gpu")
-                ctl[Ctl.TOTAL] = Int32(total)
-                cute.arch.atomic_exch(ws_row + 1, Uint32(0), sem="relaxed", scope="gpu")
+                # Every other CTA has arrived, each after its own reservation: the low half
+                # is the row's total. No CTA of this launch touches the header again.
+                ctl[Ctl.TOTAL] = Int32(seen & Uint64(0xFFFFFFFF))
+                cute.arch.store(header, Uint64(0))
         cute.arch.barrier()
         finish = ctl[Ctl.LAST] == 1
         total = ctl[Ctl.TOTAL]
