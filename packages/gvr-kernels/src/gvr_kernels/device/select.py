@@ -22,11 +22,13 @@ from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 from . import radix, warp
 from .keys import KEY_MAX, format_of, is_tie, order_key, tie_range, vector_bits
 from .layout import Action, Ctl, EmitArgs, Goal, HistArgs, Rank, Source
-from .memory import add_shared_if, load_score, store_score
+from .memory import add_shared_if, count_shared_if, load_score, store_score
 from .tiles import load_tile
 
 #: Most sample keys a thread loads before it counts them (one radix level of a sample).
 SAMPLE_GROUP = 8
+#: Most staged entries a thread loads before it counts them (one radix level of a staging).
+STAGE_GROUP = 4
 
 __all__ = [
     "narrow",
@@ -189,13 +191,37 @@ def _histogram(
             else:
                 _count_entry(sh.hist, ha, value, sh.stage_idx[j], ok, True, format_of(cfg))
     if const_expr(src == Source.STAGE and not aggregate):
-        for i in cutlass.range(tid, count, cfg.threads):
-            value = sh.stage_bits[i]
-            if const_expr(_stages_keys(cfg)):
-                _count_key_or_index(sh.hist, ha, value, sh.stage_idx[i])
-            else:
-                fmt = format_of(cfg)
-                _count_entry(sh.hist, ha, value, sh.stage_idx[i], Boolean(True), False, fmt)
+        # Groups of STAGE_GROUP entries a thread, loaded before any is counted, each count a
+        # predicated shared reduction: the entries' chains overlap. Whole groups past
+        # ``count`` (at most the capacity) are skipped (CTA-uniform).
+        per = -(-cfg.capacity // cfg.threads)
+        group = min(per, STAGE_GROUP)
+        by_index = ha.rank == Rank.BY_INDEX
+        base = sh.hist.iterator.toint()
+        for g in cutlass.range_constexpr(0, per, group):
+            if Int32(g * cfg.threads) < count:
+                values = []
+                idxs = []
+                oks = []
+                for j in cutlass.range_constexpr(g, min(g + group, per)):
+                    i = tid + j * cfg.threads
+                    ok = i < count
+                    at = cutlass.select_(ok, i, Int32(0))
+                    values.append(sh.stage_bits[at])
+                    if const_expr(by_index):
+                        idxs.append(sh.stage_idx[at])
+                    oks.append(ok)
+                for j in cutlass.range_constexpr(len(values)):
+                    key = values[j]
+                    if const_expr(not _stages_keys(cfg)):
+                        key = order_key(key, format_of(cfg))
+                    keep = oks[j]
+                    if const_expr(by_index):
+                        keep = keep & (key == ha.eq_key)
+                        key = Uint32(KEY_MAX) - Uint32(idxs[j])
+                    take = keep & (key >= ha.lo) & (key <= ha.hi)
+                    at = Int32((key - ha.lo) >> ha.shift)
+                    count_shared_if(base + at * Int32(4), Int32(take))
     if const_expr(src == Source.ROW):
         emit = EmitArgs(None, None, Int32(0), Int32(0), Int32(0), Int32(0), Uint32(0), Uint32(0))
         visit_row(cfg, sh, win, Action.HIST_WARP if aggregate else Action.HIST, ha, emit)
