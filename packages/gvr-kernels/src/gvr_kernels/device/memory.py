@@ -196,23 +196,3 @@ def count_shared_if(addr: Int32, flag, *, loc=None, ip=None) -> None:
         loc=loc,
         ip=ip,
     )
-
-
-@dsl_user_op
-def add_shared_if(addr: Int32, value: Int32, flag, *, loc=None, ip=None) -> None:
-    """``red.shared.add.u32 [addr], value`` when ``flag`` (predicated, no branch; ``addr``: a
-    shared-window byte address)."""
-    operands = [
-        Int32(addr).ir_value(loc=loc, ip=ip),
-        Int32(value).ir_value(loc=loc, ip=ip),
-        Int32(flag).ir_value(loc=loc, ip=ip),
-    ]
-    llvm.inline_asm(
-        None,
-        operands,
-        "{ .reg .pred p; setp.ne.s32 p, $2, 0; @p red.shared.add.u32 [$0], $1; }",
-        "r,r,r,~{memory}",
-        has_side_effects=True,
-        loc=loc,
-        ip=ip,
-    )

@@ -22,13 +22,8 @@ from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 from . import radix, warp
 from .keys import KEY_MAX, format_of, is_tie, order_key, tie_range, vector_bits
 from .layout import Action, Ctl, EmitArgs, Goal, HistArgs, Rank, Source
-from .memory import add_shared_if, count_shared_if, load_score, store_score
+from .memory import load_score, store_score
 from .tiles import load_tile
-
-#: Most sample keys a thread loads before it counts them (one radix level of a sample).
-SAMPLE_GROUP = 8
-#: Most staged entries a thread loads before it counts them (one radix level of a staging).
-STAGE_GROUP = 4
 
 __all__ = [
     "narrow",
@@ -164,22 +159,12 @@ def _histogram(
     otherwise each candidate takes its own atomic, which is cheaper when bins are spread."""
     tid, _, _ = cute.arch.thread_idx()
     if const_expr(src == Source.SAMPLE):
-        # Groups of up to SAMPLE_GROUP keys a thread: every load of a group is issued before
-        # its first count (no atomic between them), and the keys' warp-wide counts run
-        # phase by phase (:func:`_count_keys_warp`), so their chains overlap. Whole groups
-        # past ``count`` are skipped (CTA-uniform).
-        per = -(-cute.size(sh.sample) // cfg.threads)
-        group = min(per, SAMPLE_GROUP)
-        for g in cutlass.range_constexpr(0, per, group):
-            if Int32(g * cfg.threads) < count:
-                keys = []
-                oks = []
-                for j in cutlass.range_constexpr(g, min(g + group, per)):
-                    i = tid + j * cfg.threads
-                    ok = i < count
-                    keys.append(sh.sample[cutlass.select_(ok, i, Int32(0))])
-                    oks.append(ok)
-                _count_keys_warp(sh.hist, keys, oks, ha.lo, ha.hi, ha.shift)
+        # Warp-uniform trip count: the whole warp counts together.
+        for ib in cutlass.range(0, count, cfg.threads):
+            i = ib + tid
+            ok = i < count
+            key = sh.sample[cutlass.select_(ok, i, Int32(0))]
+            _count_key_warp(sh.hist, key, ok, ha.lo, ha.hi, ha.shift)
     if const_expr(src == Source.STAGE and aggregate):
         for ib in cutlass.range(0, count, cfg.threads):
             i = ib + tid
@@ -191,37 +176,13 @@ def _histogram(
             else:
                 _count_entry(sh.hist, ha, value, sh.stage_idx[j], ok, True, format_of(cfg))
     if const_expr(src == Source.STAGE and not aggregate):
-        # Groups of STAGE_GROUP entries a thread, loaded before any is counted, each count a
-        # predicated shared reduction: the entries' chains overlap. Whole groups past
-        # ``count`` (at most the capacity) are skipped (CTA-uniform).
-        per = -(-cfg.capacity // cfg.threads)
-        group = min(per, STAGE_GROUP)
-        by_index = ha.rank == Rank.BY_INDEX
-        base = sh.hist.iterator.toint()
-        for g in cutlass.range_constexpr(0, per, group):
-            if Int32(g * cfg.threads) < count:
-                values = []
-                idxs = []
-                oks = []
-                for j in cutlass.range_constexpr(g, min(g + group, per)):
-                    i = tid + j * cfg.threads
-                    ok = i < count
-                    at = cutlass.select_(ok, i, Int32(0))
-                    values.append(sh.stage_bits[at])
-                    if const_expr(by_index):
-                        idxs.append(sh.stage_idx[at])
-                    oks.append(ok)
-                for j in cutlass.range_constexpr(len(values)):
-                    key = values[j]
-                    if const_expr(not _stages_keys(cfg)):
-                        key = order_key(key, format_of(cfg))
-                    keep = oks[j]
-                    if const_expr(by_index):
-                        keep = keep & (key == ha.eq_key)
-                        key = Uint32(KEY_MAX) - Uint32(idxs[j])
-                    take = keep & (key >= ha.lo) & (key <= ha.hi)
-                    at = Int32((key - ha.lo) >> ha.shift)
-                    count_shared_if(base + at * Int32(4), Int32(take))
+        for i in cutlass.range(tid, count, cfg.threads):
+            value = sh.stage_bits[i]
+            if const_expr(_stages_keys(cfg)):
+                _count_key_or_index(sh.hist, ha, value, sh.stage_idx[i])
+            else:
+                fmt = format_of(cfg)
+                _count_entry(sh.hist, ha, value, sh.stage_idx[i], Boolean(True), False, fmt)
     if const_expr(src == Source.ROW):
         emit = EmitArgs(None, None, Int32(0), Int32(0), Int32(0), Int32(0), Uint32(0), Uint32(0))
         visit_row(cfg, sh, win, Action.HIST_WARP if aggregate else Action.HIST, ha, emit)
@@ -256,38 +217,6 @@ def _count_key_warp(hist, key: Uint32, keep: Boolean, lo: Uint32, hi: Uint32, sh
                 cute.arch.atomic_add(hist.iterator + b0, Int32(cute.arch.popc(ballot)))
         elif take:
             cute.arch.atomic_add(hist.iterator + b, Int32(1))
-
-
-@cute.jit
-def _count_keys_warp(hist, keys, oks, lo: Uint32, hi: Uint32, shift: Uint32):
-    """:func:`_count_key_warp` over several keys a lane, called by all 32 lanes of a warp
-    together: the same counts (one atomic for a bin that every counting lane of the warp
-    shares, else one per counting lane), computed phase by phase over the keys (the ballots,
-    then the broadcasts, then the votes, then the predicated atomics), so that the keys'
-    warp-wide chains overlap instead of running one after another."""
-    lane = cute.arch.lane_idx()
-    takes = []
-    bins = []
-    ballots = []
-    firsts = []
-    for j in cutlass.range_constexpr(len(keys)):
-        take = oks[j] & (keys[j] >= lo) & (keys[j] <= hi)
-        takes.append(take)
-        bins.append(Int32((keys[j] - lo) >> shift))
-        ballots.append(cute.arch.vote_ballot_sync(take))
-    for j in cutlass.range_constexpr(len(keys)):
-        # Lowest lane that counts (32 when none does: then no lane leads below).
-        ballot = ballots[j]
-        firsts.append(Int32(cute.arch.popc((ballot & (Uint32(0) - ballot)) - Uint32(1))))
-    b0s = [warp.broadcast(bins[j], firsts[j] & Int32(31)) for j in range(len(keys))]
-    sames = [cute.arch.vote_all_sync(~takes[j] | (bins[j] == b0s[j])) for j in range(len(keys))]
-    base = hist.iterator.toint()
-    for j in cutlass.range_constexpr(len(keys)):
-        same = sames[j]
-        lead = cutlass.select_(same, lane == firsts[j], takes[j])
-        at = cutlass.select_(same, b0s[j], bins[j])
-        inc = cutlass.select_(same, Int32(cute.arch.popc(ballots[j])), Int32(1))
-        add_shared_if(base + at * Int32(4), inc, Int32(lead))
 
 
 def _stages_keys(cfg) -> bool:
