@@ -2,8 +2,8 @@
 sits in a huge tie class or a narrow value range, through the routed family of each shape.
 
 Every family of ``gvr_reference.workloads.TAIL_FAMILIES`` at every n in {32,768, 131,072,
-262,144} (the register-resident family serves the first, the streaming family split and
-single the others), b in {1, 8, 32, 128} and K in {512, 1024, 2048} (decode), prefill windows
+262,144} (whichever family the router picks: cluster-register, streaming split or single),
+b in {1, 8, 32, 128} and K in {512, 1024, 2048} (decode), prefill windows
 at each n, values and the deterministic tie mode; every answer checked by the oracle, every
 recorded path equal to the CPU model's (``Path.TIE`` wherever the sample sees the crowd).
 """
@@ -14,8 +14,10 @@ import kernel_helpers as helpers
 import numpy as np
 import pytest
 from gvr_kernels.routing import route_static
+from gvr_reference.cluster_model import simulate_row as cluster_row
 from gvr_reference.model import ModelConfig, Path
 from gvr_reference.model import simulate_row as streaming_row
+from gvr_reference.ragged import MIN_PART, ragged_parts
 from gvr_reference.register_model import simulate_row as register_row
 from gvr_reference.workloads import TAIL_FAMILIES, make_decode_batch, make_prefill_batch
 from kernel_helpers import padded_stride, rng, to_device
@@ -30,23 +32,32 @@ SHAPES = [(n, b) for n in (32768, 131072, 262144) for b in (1, 8, 32, 128)]
 
 
 def model_paths(route, logits, starts, lengths, k):
-    """The CPU model's path of every row for the routed family."""
+    """The CPU model's path of every row for the routed family, and the CTAs of each row of a
+    ragged split launch (``None`` for other launches)."""
     cfg = route.config
+    parts = np.full(len(lengths), route.parts, np.int64)
     if route.family == "register":
 
-        def sim(x, lead):
+        def sim(x, lead, r):
             return register_row(x, k, cfg.params, lead=lead)
+    elif route.family == "cluster":
+
+        def sim(x, lead, r):
+            return cluster_row(x, k, cfg.params, lead=lead)
     else:
-        mcfg = ModelConfig(route.ladder, parts=route.parts)
+        if cfg.ragged:
+            # A ragged split launch gives each row its CTAs by length (gvr_reference.ragged).
+            parts = ragged_parts(np.asarray(lengths), route.grid, MIN_PART)
 
-        def sim(x, lead):
-            return streaming_row(x, k, mcfg, lead=lead)
+        def sim(x, lead, r):
+            return streaming_row(x, k, ModelConfig(route.ladder, parts=int(parts[r])), lead=lead)
 
-    out = []
-    for r in range(logits.shape[0]):
-        s, n = int(starts[r]), int(lengths[r])
-        out.append(int(sim(logits[r, s : s + n], s & 3).path))
-    return np.array(out)
+    want = []
+    for r, (s, n) in enumerate(zip(starts, lengths, strict=True)):
+        s, n = int(s), int(n)
+        want.append(int(sim(logits[r, s : s + n], s % cfg.key_format.vec, r).path))
+    ragged = route.family == "streaming" and cfg.ragged
+    return np.array(want), (parts if ragged else None)
 
 
 def run_and_check(kp, batch, mode, a, b, k, det, values):
@@ -57,8 +68,12 @@ def run_and_check(kp, batch, mode, a, b, k, det, values):
     _, logits = to_device(batch)
     out, _, paths, _ = kp.launch(mode, logits, a, b, k, paths=True)
     helpers.check(ROWS_CHECKED, batch, out)
-    want = model_paths(route, batch.logits, batch.windows.starts, batch.windows.lengths, k)
+    want, parts = model_paths(route, batch.logits, batch.windows.starts, batch.windows.lengths, k)
     got = paths.cpu().numpy()
+    if parts is not None:
+        # A ragged split records each row's CTAs beside its path.
+        assert np.array_equal(got >> 8, parts), (got >> 8, parts)
+        got = got & 0xFF
     bad = got != want
     assert np.array_equal(got, want), (route.config.name, got[bad][:8], want[bad][:8])
     for code in want:
