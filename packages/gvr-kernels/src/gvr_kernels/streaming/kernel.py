@@ -91,9 +91,6 @@ from .config import (
 
 __all__ = ["StreamingTopK", "allocate_shared"]
 
-#: Slab entries a thread of the finishing CTA of a split row loads at once.
-SLAB_GROUP = 4
-
 
 @cute.jit
 def allocate_shared(cfg: cutlass.Constexpr):
@@ -790,7 +787,9 @@ class StreamingTopK:
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier()
         if tid == 0:
-            seen = Uint64(cute.arch.atomic_add(header, Uint64(1 << 32), sem="acq_rel", scope="gpu"))
+            seen = Uint64(
+                cute.arch.atomic_add(header, Uint64(1 << 32), sem="acq_rel", scope="gpu")
+            )
             last = Int32(seen >> Uint64(32)) == parts - 1
             ctl[Ctl.LAST] = cutlass.select_(last, Int32(1), Int32(0))
             if last:
@@ -804,26 +803,12 @@ class StreamingTopK:
         if finish:
             cute.arch.fence_acq_rel_gpu()
             if total <= cfg.capacity:
-                # The slab in groups of SLAB_GROUP entries a thread, every load of a group in
-                # flight before the first is used: one L2 round trip a group (a loop over the
-                # entries left the rows of a few thousand survivors one round trip an entry).
-                # Lanes past the total read entry 0 and keep nothing.
                 top = Uint32(0)
-                per = -(-cfg.capacity // cfg.threads)
-                for g in cutlass.range_constexpr(0, per, SLAB_GROUP):
-                    if Int32(g * cfg.threads) < total:
-                        got = []
-                        for j in cutlass.range_constexpr(g, min(g + SLAB_GROUP, per)):
-                            i = tid + j * cfg.threads
-                            at = cutlass.select_(i < total, i, Int32(0))
-                            got.append(
-                                (i, load_coherent(slab_bits + at), load_coherent(slab_idx + at))
-                            )
-                        for i, bits, idx in got:
-                            if i < total:
-                                sh.stage_bits[i] = bits
-                                sh.stage_idx[i] = Int32(idx)
-                                top = cutlass.max(top, order_key(bits, cfg.key_format))
+                for i in cutlass.range(tid, total, cfg.threads):
+                    bits = load_coherent(slab_bits + i)
+                    sh.stage_bits[i] = bits
+                    sh.stage_idx[i] = Int32(load_coherent(slab_idx + i))
+                    top = cutlass.max(top, order_key(bits, cfg.key_format))
                 if tid < total:
                     max_ptr = cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
                     cute.arch.atomic_max(max_ptr, top)
