@@ -55,6 +55,14 @@ def run(kern, *args, **kwargs):
     return kern.launch(*args, **kwargs)
 
 
+def streaming_route(rows, width, k, mode):
+    """The streaming family's route for a launch (whatever family the router would pick)."""
+    dtype = str(DTYPE).removeprefix("torch.")
+    return route_static(
+        SPEC, rows=rows, n_env=width, k=k, mode=mode, dtype=dtype, families=("streaming",)
+    )
+
+
 def decode_lengths(kv, next_n, cr, width):
     r = torch.arange(kv.numel() * next_n, device=DEV)
     t = kv.to(torch.int64)[r // next_n] - next_n + (r % next_n) + 1
@@ -90,6 +98,7 @@ def case_decode(
     ragged=False,
     stride_pad=0,
     width=None,
+    streaming=False,
 ):
     width = width or n
     rows = b * next_n
@@ -121,6 +130,7 @@ def case_decode(
         values=values,
         det=det,
         n_env=width,
+        route=streaming_route(rows, width, k, "decode") if streaming else None,
     )
     ok = check_windows(logits, starts, lengths, k, out, val)
     if det:
@@ -147,7 +157,7 @@ def det_check(logits, starts, lengths, k, out):
     return (torch.sort(exp, 1).values == torch.sort(out.to(torch.int64), 1).values).all(1)
 
 
-def case_prefill(kern, g, k, rows, width, family, *, values=False, det=False):
+def case_prefill(kern, g, k, rows, width, family, *, values=False, det=False, streaming=False):
     vec = 4 if DTYPE == torch.float32 else 8
     arena = families(family, rows, -(-width // vec) * vec, k, g).to(DTYPE)
     full = arena[:, :width]
@@ -159,7 +169,15 @@ def case_prefill(kern, g, k, rows, width, family, *, values=False, det=False):
     lengths = e - s
     poison_beyond(arena, s, lengths)
     out, val, _, route = run(
-        kern, "prefill", full, s.to(torch.int32), e.to(torch.int32), k, values=values, det=det
+        kern,
+        "prefill",
+        full,
+        s.to(torch.int32),
+        e.to(torch.int32),
+        k,
+        values=values,
+        det=det,
+        route=streaming_route(rows, width, k, "prefill") if streaming else None,
     )
     ok = check_windows(full, s, lengths, k, out, val)
     if det:
@@ -415,15 +433,18 @@ def main():
         rows += case_decode(kern, g, 512, 2, 70000, "two_valued", det=True, values=True)
         rows += case_prefill(kern, g, 512, 8, 9000, "gaussian", values=True)
     if args.sanitize:
-        # shapes the streaming family serves in every dtype (longer than the register family
-        # holds); the register family has its own (tools/sanitize_register.py)
-        rows += case_decode(kern, g, 512, 140, 33000, "gaussian", values=True)  # single CTA
-        rows += case_decode(kern, g, 512, 1, 40000, "gaussian")  # split rows
-        rows += case_decode(kern, g, 512, 1, 40000, "two_valued", det=True)  # split + rescue
-        rows += case_prefill(kern, g, 512, 4, 40001, "gaussian", values=True)  # prefill, split
-        rows += case_prefill(kern, g, 512, 140, 33001, "gaussian", det=True)  # prefill, single
-        rows += case_decode(kern, g, 512, 1, 40000, "constant", det=True)  # split + tie scan
-        rows += case_decode(kern, g, 512, 70, 33000, "few_finite", values=True)  # single + ties
+        # Every launch shape of the streaming family (routed to it whatever the router would
+        # pick for the shape); the register and cluster families have their own
+        # (tools/sanitize_register.py, the cluster device tests).
+        sk = {"streaming": True}
+        rows += case_decode(kern, g, 512, 140, 33000, "gaussian", values=True, **sk)  # single
+        rows += case_decode(kern, g, 512, 1, 40000, "gaussian", **sk)  # split rows
+        rows += case_decode(kern, g, 512, 1, 40000, "two_valued", det=True, **sk)  # + rescue
+        rows += case_prefill(kern, g, 512, 4, 40001, "gaussian", values=True, **sk)  # split
+        rows += case_prefill(kern, g, 512, 140, 33001, "gaussian", det=True, **sk)  # single
+        rows += case_decode(kern, g, 512, 1, 40000, "constant", det=True, **sk)  # split + ties
+        rows += case_decode(kern, g, 512, 70, 33000, "few_finite", values=True, **sk)  # single
+        rows += case_decode(kern, g, 1024, 40, 140000, "gaussian", ragged=True, **sk)  # ragged
     if args.check:
         for k in (512, 1024, 2048):
             for n, b in (
