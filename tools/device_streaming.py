@@ -436,15 +436,17 @@ def main():
         # Every launch shape of the streaming family (routed to it whatever the router would
         # pick for the shape); the register and cluster families have their own
         # (tools/sanitize_register.py, the cluster device tests).
-        sk = {"streaming": True}
-        rows += case_decode(kern, g, 512, 140, 33000, "gaussian", values=True, **sk)  # single
-        rows += case_decode(kern, g, 512, 1, 40000, "gaussian", **sk)  # split rows
-        rows += case_decode(kern, g, 512, 1, 40000, "two_valued", det=True, **sk)  # + rescue
-        rows += case_prefill(kern, g, 512, 4, 40001, "gaussian", values=True, **sk)  # split
-        rows += case_prefill(kern, g, 512, 140, 33001, "gaussian", det=True, **sk)  # single
-        rows += case_decode(kern, g, 512, 1, 40000, "constant", det=True, **sk)  # split + ties
-        rows += case_decode(kern, g, 512, 70, 33000, "few_finite", values=True, **sk)  # single
-        rows += case_decode(kern, g, 1024, 40, 140000, "gaussian", ragged=True, **sk)  # ragged
+        for case, args_, kw in (
+            (case_decode, (512, 140, 33000, "gaussian"), {"values": True}),  # single CTA
+            (case_decode, (512, 1, 40000, "gaussian"), {}),  # split rows
+            (case_decode, (512, 1, 40000, "two_valued"), {"det": True}),  # split + rescue
+            (case_prefill, (512, 4, 40001, "gaussian"), {"values": True}),  # prefill, split
+            (case_prefill, (512, 140, 33001, "gaussian"), {"det": True}),  # prefill, single
+            (case_decode, (512, 1, 40000, "constant"), {"det": True}),  # split + tie scan
+            (case_decode, (512, 70, 33000, "few_finite"), {"values": True}),  # single + ties
+            (case_decode, (1024, 40, 140000, "gaussian"), {"ragged": True}),  # ragged split
+        ):
+            rows += case(kern, g, *args_, streaming=True, **kw)
     if args.check:
         for k in (512, 1024, 2048):
             for n, b in (

@@ -35,7 +35,11 @@ def model_paths(route, logits, starts, lengths, k):
     """The CPU model's path of every row for the routed family, and the CTAs of each row of a
     ragged split launch (``None`` for other launches)."""
     cfg = route.config
+    ragged = route.family == "streaming" and cfg.ragged
     parts = np.full(len(lengths), route.parts, np.int64)
+    if ragged:
+        # A ragged split launch gives each row its CTAs by length (gvr_reference.ragged).
+        parts = ragged_parts(np.asarray(lengths), route.grid, MIN_PART)
     if route.family == "register":
 
         def sim(x, lead, r):
@@ -45,9 +49,6 @@ def model_paths(route, logits, starts, lengths, k):
         def sim(x, lead, r):
             return cluster_row(x, k, cfg.params, lead=lead)
     else:
-        if cfg.ragged:
-            # A ragged split launch gives each row its CTAs by length (gvr_reference.ragged).
-            parts = ragged_parts(np.asarray(lengths), route.grid, MIN_PART)
 
         def sim(x, lead, r):
             return streaming_row(x, k, ModelConfig(route.ladder, parts=int(parts[r])), lead=lead)
@@ -56,7 +57,6 @@ def model_paths(route, logits, starts, lengths, k):
     for r, (s, n) in enumerate(zip(starts, lengths, strict=True)):
         s, n = int(s), int(n)
         want.append(int(sim(logits[r, s : s + n], s % cfg.key_format.vec, r).path))
-    ragged = route.family == "streaming" and cfg.ragged
     return np.array(want), (parts if ragged else None)
 
 

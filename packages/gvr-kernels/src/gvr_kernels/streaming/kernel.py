@@ -30,10 +30,11 @@ rows do not fit it: one DRAM read per score (the hints change no result).
 
 With ``split``, a row is cut into ``parts`` contiguous chunks, one CTA each. Every CTA computes
 the same sample and rung, streams its chunk, and appends its survivors to the row's slab in a
-global workspace; the last CTA to arrive (a release/acquire counter) selects for the whole row
-and restores the row's two counters to zero, so the next launch (or graph replay) finds them
-clean (the slab is scratch: only its first ``total`` entries, written in this launch, are
-read). No CTA ever waits for another, so no co-residency is assumed.
+global workspace; one 64-bit counter a row holds the survivors reserved (low half) and the
+arrivals (high half, release/acquire), so the last CTA to arrive reads the row's total with its
+arrival, selects for the whole row and stores the counter back to zero, and the next launch
+(or graph replay) finds it clean (the slab is scratch: only its first ``total`` entries,
+written in this launch, are read). No CTA ever waits for another, so no co-residency is assumed.
 
 The shared-memory arrays come from ``StreamingConfig.shared_layout`` (allocated by
 :func:`allocate_shared`); the phases (sampling, narrowing, emission, tile loading) are the free
@@ -774,7 +775,7 @@ class StreamingTopK:
         header = cute.recast_ptr(ws_row, dtype=Uint64)
         if tid == 0:
             before = cute.arch.atomic_add(header, Uint64(count))
-            ctl[Ctl.BCAST] = Int32(Uint64(before) & Uint64(0xFFFFFFFF))
+            ctl[Ctl.BCAST] = Int32(before & Uint64(0xFFFFFFFF))
         cute.arch.barrier()
         slab_base = ctl[Ctl.BCAST]
         kept = cutlass.min(count, Int32(cfg.capacity))
@@ -787,9 +788,7 @@ class StreamingTopK:
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier()
         if tid == 0:
-            seen = Uint64(
-                cute.arch.atomic_add(header, Uint64(1 << 32), sem="acq_rel", scope="gpu")
-            )
+            seen = cute.arch.atomic_add(header, Uint64(1 << 32), sem="acq_rel", scope="gpu")
             last = Int32(seen >> Uint64(32)) == parts - 1
             ctl[Ctl.LAST] = cutlass.select_(last, Int32(1), Int32(0))
             if last:
