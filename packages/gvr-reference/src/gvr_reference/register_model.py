@@ -8,19 +8,24 @@ exactly once. Per row:
 1. **Bracket.** ``lo`` is the smallest key among window positions ``[0, k)`` (so at least
    ``k`` keys are ``>= lo``), raised to the smallest of the per-thread maxima when at least
    ``k`` threads hold a score (each maximum is a distinct score, so again at least ``k``
-   keys are ``>= lo``: :func:`bracket_low`); ``top`` is the largest key of the row. When
-   both are finite values and ``vmax - vlo`` and
-   ``scale = (BRACKET_BINS - 2) / (vmax - vlo)`` are finite (:func:`bracket`), every score
-   ``v`` of the row goes to bin ``round(max((v - vlo) * scale, -1) + 1)`` computed in IEEE
-   float32 with round-to-nearest and no flush of subnormals, the ``+ 1`` and the rounding
-   to an integer done by adding ``2**23 + 1`` (:func:`bracket_bins`): scores at or above
-   ``vlo`` land in bins ``1 .. BRACKET_BINS - 1``, scores below it in bin 0 (or, within half
-   a bin of ``vlo``, bin 1), and bin 0 is never counted. Correctly rounded subtraction,
-   multiplication by a positive constant, ``max`` and addition are each monotone, so the bin
-   is a non-decreasing function of the score (equal for ``-0.0`` and ``+0.0``): a bin's scores
-   form one contiguous value interval, and the bins order scores exactly as a radix level
-   orders keys. The counted bins hold every score ``>= vlo``, so at least ``k``. The float
-   arithmetic only decides how finely the scores are spread, never which are selected.
+   keys are ``>= lo``: :func:`bracket_low`); ``top`` is the largest key of the row. From
+   their values ``vlo`` and ``vmax`` (:func:`bracket`), in IEEE float32 with
+   round-to-nearest and no flush of subnormals, ``scale = (BRACKET_BINS - 4) / (vmax - vlo)``
+   and ``bias = fma(-vlo, scale, 2**23 + 2)``; each score ``v`` maps to
+   ``t = fma(v, scale, bias)`` (one rounding, :func:`fma32`), whose float32 bits less those
+   of ``2**23`` are its bin (:func:`bracket_bins`; ``t`` below ``2**23``: below the bracket,
+   not counted). The bracket is formed only when the ends are finite values, the width and
+   scale finite, ``t(vlo)`` lands in bin 1 or above and ``t(vmax)`` in bin
+   ``BRACKET_BINS - 1`` or below (``bias`` is within half a unit of ``2**23 + 2 - vlo *
+   scale`` unless ``vlo`` is some 4,000 widths below zero or 12,000 above, so the ends land
+   in bins 2 and ``BRACKET_BINS - 2`` give or take a rounding).
+   A correctly rounded fused multiply-add by a positive ``scale`` is monotone in ``v``, so
+   the bin is a non-decreasing function of the score (equal for ``-0.0`` and ``+0.0``): a
+   bin's scores form one contiguous value interval, and the bins order scores exactly as a
+   radix level orders keys. Every score ``>= vlo`` is in bin 1 or above, so bins ``>= 1``
+   hold at least ``k`` scores and the crossing bin is never bin 0 (which holds scores up to
+   about a bin below ``vlo``). The float arithmetic only decides how finely the scores are
+   spread, never which are selected.
 2. **Crossing bin** ``b`` of the histogram for ``k``: ``above`` keys lie in higher bins,
    ``m`` in ``b``, ``need = k - above`` of them are wanted (``1 <= need <= m``). Every key
    in a higher bin is in the answer and is written out at once, in the same pass as the
@@ -99,7 +104,9 @@ __all__ = [
     "thread_sample",
     "KEY_FLT_MAX",
     "KEY_NEG_FLT_MAX",
+    "BIN0_BITS",
     "Bracket",
+    "fma32",
     "bracket",
     "bracket_bins",
     "crossing",
@@ -116,10 +123,11 @@ __all__ = [
     "simulate_windows",
 ]
 
-#: Bins of the bracket histogram (bin 0 holds the scores below the bracket and is not counted).
+#: Bins of the bracket histogram (scores below the bracket's low end are in bin 0 or none).
 BRACKET_BINS = 2048
-#: ``2**23 + 1`` in float32: added to a scaled score, its low mantissa bits are the bin.
-_ROUND_BIAS = np.float32((1 << 23) + 1)
+#: float32 bits of ``2**23``: a mapped score ``t`` in ``[2**23, 2**24)`` is an integer, and
+#: its bits less these are its bin.
+BIN0_BITS = 0x4B000000
 #: Crossing bins of at most this many keys are ranked by one warp (one key per lane).
 RANK_MAX = 32
 #: A warp whose sample holds one key this many times (a quarter of its 32) marks the row
@@ -136,44 +144,71 @@ class Bracket:
 
     Attributes:
         lo: the order key of the bracket's low end.
-        vlo: its value (float32).
-        scale: ``(bins - 2) / (vmax - vlo)`` in float32 (positive, finite).
+        scale: ``(bins - 4) / (vmax - vlo)`` in float32 (positive, finite).
+        bias: ``fma(-vlo, scale, 2**23 + 2)`` in float32.
     """
 
     lo: int
-    vlo: np.float32
     scale: np.float32
+    bias: np.float32
+
+
+def fma32(a, b, c) -> np.ndarray:
+    """``a * b + c`` rounded once to float32 (``fma.rn.f32``), elementwise over float32
+    arrays (subnormals kept, overflow to infinities, NaN where IEEE gives one).
+
+    The product of two float32 values is exact in float64; the float64 sum is corrected by
+    its exact error (Knuth's TwoSum) where it falls on a float32 rounding midpoint, the only
+    case where rounding twice differs from rounding once."""
+    a, b, c = (np.asarray(x, np.float32) for x in (a, b, c))
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = a.astype(np.float64) * b.astype(np.float64)
+        c64 = c.astype(np.float64)
+        s = p + c64
+        bb = s - p
+        err = (p - (s - bb)) + (c64 - bb)
+        r = s.astype(np.float32)
+        r64 = r.astype(np.float64)
+        # the float32 neighbour of r on the side of s, and the midpoint between them
+        other = np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf)))
+        mid = (r64 + other.astype(np.float64)) / 2
+        fix = np.isfinite(s) & np.isfinite(err) & (s != r64) & (s == mid) & (err != 0)
+        # on the midpoint: the exact sum lies on the side of its error's sign
+        toward = np.where(err > 0, np.maximum(r, other), np.minimum(r, other))
+        return np.where(fix, toward, r).astype(np.float32)
 
 
 def bracket(lo: int, top: int, bins: int = BRACKET_BINS) -> Bracket | None:
-    """The bracket of keys ``[lo, top]``, or None when it cannot be formed (an end outside
-    the finite values, ``top <= lo``, or an infinite width or scale).
+    """The bracket of keys ``[lo, top]``, or None when it cannot be formed: an end outside
+    the finite values, ``top <= lo``, an infinite width or scale, the low end mapped below
+    bin 1 or the top above bin ``bins - 1``.
 
-    The arithmetic is the kernel's: ``sub.rn.f32`` and ``div.rn.f32``, IEEE float32
-    round-to-nearest, subnormals kept (numpy float32 is the same arithmetic)."""
+    The arithmetic is the kernel's (``device.bracket.bracket_setup``): ``sub.rn.f32``,
+    ``div.rn.f32`` and ``fma.rn.f32``, IEEE float32 round-to-nearest, subnormals kept."""
     lo, top = int(lo), int(top)
     if not KEY_NEG_FLT_MAX <= lo < top <= KEY_FLT_MAX:
         return None
     vlo, vmax = key_to_float(np.array([lo, top], np.uint32))
     with np.errstate(over="ignore", divide="ignore"):
         width = np.float32(vmax - vlo)
-        scale = np.float32(np.float32(bins - 2) / width)
+        scale = np.float32(np.float32(bins - 4) / width)
     if not (np.isfinite(width) and np.isfinite(scale)):
         return None
-    return Bracket(lo, np.float32(vlo), scale)
+    bias = fma32(-vlo, scale, np.float32(2.0**23 + 2))[()]
+    ends = fma32(np.array([vlo, vmax], np.float32), scale, bias).view(np.int32)
+    if not (ends[0] >= BIN0_BITS + 1 and ends[1] <= BIN0_BITS + bins - 1):
+        return None
+    return Bracket(lo, scale, np.float32(bias))
 
 
-def bracket_bins(keys: np.ndarray, br: Bracket, bins: int = BRACKET_BINS) -> np.ndarray:
+def bracket_bins(keys: np.ndarray, br: Bracket) -> np.ndarray:
     """Bins (int64) of ``keys`` (any keys of values at most the bracket's top; ``-inf``
-    included): ``round(max((v - vlo) * scale, -1) + 1)`` in float32, the rounding done by
-    adding ``2**23 + 1`` (ties to even; ``sub.rn``, ``mul.rn``, ``max``, ``add.rn`` and an
-    integer subtract on the device), at most ``bins - 1`` (``min.u32`` on the device). Keys
-    at or above ``br.lo`` get bins ``>= 1``; bin 0 is never counted."""
+    included): the float32 bits of ``t = fma(v, scale, bias)`` less those of ``2**23``, or
+    -1 where ``t < 2**23`` (not counted). Keys at or above ``br.lo`` get bins ``>= 1``, none
+    above ``BRACKET_BINS - 1``."""
     v = key_to_float(np.asarray(keys, np.uint32))
-    with np.errstate(over="ignore", invalid="ignore"):
-        d = np.maximum((v - br.vlo) * br.scale, np.float32(-1.0)) + _ROUND_BIAS
-    b = d.view(np.uint32).astype(np.int64) - 0x4B000000
-    return np.minimum(b, bins - 1)
+    t = fma32(v, br.scale, br.bias).view(np.int32).astype(np.int64)
+    return np.where(t >= BIN0_BITS, t - BIN0_BITS, -1)
 
 
 def crossing(hist: np.ndarray, target: int) -> tuple[int, int, int]:
@@ -202,7 +237,7 @@ def bracket_topk(values: np.ndarray, k: int) -> np.ndarray | None:
     if br is None:
         return None
     all_bins = bracket_bins(keys, br)
-    inside = np.flatnonzero(all_bins >= 1)
+    inside = np.flatnonzero(all_bins >= 0)
     bins = all_bins[inside]
     cb, above, _ = crossing(np.bincount(bins, minlength=BRACKET_BINS), k)
     high = inside[bins > cb]
@@ -390,12 +425,13 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
 
 def bracket_trace(keys: np.ndarray, br: Bracket, k: int, capacity: int) -> RowTrace:
     """The path of a bracket row from its window keys (uint32 ``[n]``): the crossing bin of
-    the histogram of every key at or above the bracket's low end, then ``BRACKET`` (all of it
-    wanted), ``BRACKET_OVERFLOW`` (more keys than ``capacity``), ``BRACKET_RANK`` (at most
-    ``RANK_MAX``) or ``BRACKET_NARROW``; ``t1`` is the low key, ``count1`` the bin's size.
-    Shared with the cluster-register family's model (``gvr_reference.cluster_model``)."""
+    the histogram of the counted keys (bins 0 and up; the crossing is in bin 1 or above),
+    then ``BRACKET`` (all of it wanted), ``BRACKET_OVERFLOW`` (more keys than ``capacity``),
+    ``BRACKET_RANK`` (at most ``RANK_MAX``) or ``BRACKET_NARROW``; ``t1`` is the low key,
+    ``count1`` the bin's size. Shared with the cluster-register family's model
+    (``gvr_reference.cluster_model``)."""
     bins = bracket_bins(keys, br)
-    hist = np.bincount(bins[bins >= 1], minlength=BRACKET_BINS)
+    hist = np.bincount(bins[bins >= 0], minlength=BRACKET_BINS)
     _, above, m = crossing(hist, k)
     if m == k - above:
         path = Path.BRACKET

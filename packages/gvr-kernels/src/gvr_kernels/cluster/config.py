@@ -135,7 +135,8 @@ class ClusterConfig:
         bins it owns from every CTA (``mcopy``, ``cluster`` runs of ``slice_bins``), the
         merged slice for the crossing search (``xhist``), every warp's count of the cluster
         (``sparts``) and its reductions (``cstat``, four words each), the crossing bin from
-        its owner (``xb``), four mbarriers (``mbar``) and a scratch (``wsum``)."""
+        its owner (``xb``), four mbarriers (``mbar``) and a scratch (``wsum``, just before
+        ``bhist``: the counting pass's words for scores below the bracket)."""
         arrays = (
             ("hist", "i32", HIST_BINS),
             ("ctl", "i32", CTL_WORDS),
@@ -146,6 +147,9 @@ class ClusterConfig:
         if self.bracket:
             warps = self.threads // 32
             arrays += (
+                # wsum, 32 words, directly before bhist: device.bracket.count_bracket counts
+                # the scores below the bracket there
+                ("wsum", "i32", 32),
                 ("bhist", "i32", BRACKET_BINS),
                 ("mcopy", "i32", BRACKET_BINS),
                 ("xhist", "i32", max(self.threads, self.slice_bins)),
@@ -153,7 +157,6 @@ class ClusterConfig:
                 ("cstat", "u32", 4 * self.cluster * warps),
                 ("xb", "i32", 4),
                 ("mbar", "u32", 8),
-                ("wsum", "i32", 32),
             )
         return arrays
 

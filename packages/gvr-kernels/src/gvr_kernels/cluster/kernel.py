@@ -58,14 +58,16 @@ from ..device import shared
 from ..device.bracket import (
     POS_INF_BITS,
     bin_masks,
-    bracket_bin,
     bracket_setup,
+    count_bracket,
     find_crossing_cta,
     fmax_nan,
     fmin,
+    hist_base,
     may_lead,
     narrow_crossing,
     rank_crossing,
+    spill_floor,
     write_masked,
 )
 from ..device.cluster import (
@@ -77,7 +79,7 @@ from ..device.cluster import (
 )
 from ..device.keys import KEY_MAX, format_key_of, order_key, vector_bits, widen_bits
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import count_shared_if, load_score, load_vec4
+from ..device.memory import load_score, load_vec4
 from ..device.ops import DEVICE_OPS, umax, umin
 from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
@@ -509,9 +511,9 @@ class ClusterTopK:
             holders = holders + (rest + g - 1) // g
         if (holders >= k) & (tmax_min > lo_key):
             lo_key = tmax_min
-        ok, vlo, scale = bracket_setup(lo_key, max_key, BRACKET_BINS)
+        ok, scale, bias = bracket_setup(lo_key, max_key, BRACKET_BINS)
         if ok & (crowd < CROWD_MIN):
-            code = self._bracket(sh, regs, win, out, values, rank, row, k, lo_key, vlo, scale)
+            code = self._bracket(sh, regs, win, out, values, rank, row, k, lo_key, scale, bias)
             if rank == _LEADER:
                 self._record(paths, row, code)
         else:
@@ -590,7 +592,7 @@ class ClusterTopK:
         cute.arch.mbarrier_arrive_and_expect_tx(self._mbar(sh, _M_CROSS), 16)
 
     @cute.jit
-    def _bracket(self, sh, regs, win, out, values, rank, row, k, lo_key, vlo, scale) -> Int32:
+    def _bracket(self, sh, regs, win, out, values, rank, row, k, lo_key, scale, bias) -> Int32:
         """The bracket path over the cluster: the local counting pass, each slice of counts
         sent to its owner and every warp's total to every CTA, the crossing bin found by the
         owner of its slice and sent to every CTA, one emission pass. Every exchange is an
@@ -607,14 +609,14 @@ class ClusterTopK:
         bits = regs.keys
         nk = len(bits)
 
-        # ---- count this CTA's scores (bin 0, below the bracket, is not counted: a
-        # predicated reduction, no access for those lanes)
-        hist = sh.bhist.iterator.toint()
+        # ---- count this CTA's scores (those below the bracket in the scratch words just
+        # before the local histogram, one per lane: ``wsum``, placed there by the layout)
+        base = hist_base(sh.bhist.iterator.toint())
+        floor = spill_floor()
         for i in cutlass.range_constexpr(nk):
-            b = bracket_bin(widen_bits(bits[i], fmt), vlo, scale, BRACKET_BINS)
-            count_shared_if(hist + b * 4, cutlass.select_(b != 0, 1, 0))
+            count_bracket(widen_bits(bits[i], fmt), scale, bias, floor, base)
         if tid == 0:
-            sh.ctl[Ctl.VLO] = Int32(vlo)
+            sh.ctl[Ctl.BIAS] = Int32(bias)
             sh.ctl[Ctl.SCALE] = Int32(scale)
         cute.arch.barrier()
 
@@ -679,7 +681,7 @@ class ClusterTopK:
         m = sh.xb[2]
         # The emission recomputes every bin from the bracket read back from shared memory
         # (as the register family: no counting-pass bin stays live).
-        vlo = Uint32(sh.ctl[Ctl.VLO])
+        bias = Uint32(sh.ctl[Ctl.BIAS])
         scale = Uint32(sh.ctl[Ctl.SCALE])
         need = k - above
         code = Int32(Path.BRACKET)
@@ -694,7 +696,7 @@ class ClusterTopK:
                     Uint32(fmt.key_max), win.n,
                 )  # fmt: skip
         else:
-            gt, eq, n_gt, n_eq = bin_masks(bits, vlo, scale, cb, BRACKET_BINS, fmt)
+            gt, eq, n_gt, n_eq = bin_masks(bits, scale, bias, cb, fmt)
             # The leader's cluster-wide cursor (a word its own emission never uses).
             cursor = remote(sh.ctl.iterator + _GT_CURSOR, Int32(_LEADER))
             if m == need:

@@ -1,14 +1,14 @@
 """The bracket histogram of the register-resident and cluster-register families: scores to
-bins by IEEE float32 arithmetic, the float reductions that find the bracket's ends, the
-crossing-bin search over that many bins by the whole CTA, and the crossing bin's selection
-once its keys are staged (ranked by one warp, or narrowed).
+bins by one IEEE float32 fused multiply-add, the float reductions that find the bracket's
+ends, the crossing-bin search over that many bins by the whole CTA, and the crossing bin's
+selection once its keys are staged (ranked by one warp, or narrowed).
 
 The CPU twin of every formula is in ``gvr_reference.register_model`` (:func:`bracket`,
 :func:`bracket_bins`, :func:`crossing`): the same IEEE operations, so the kernel's bins, and
 the path each row takes, are what the model predicts. Exactness needs less than that: the bin
 only has to be a non-decreasing function of the score, identical in every pass, which the
-explicitly rounded ``sub.rn`` / ``mul.rn`` / ``max`` / ``add.rn`` (never contracted into an
-FMA, no flush of subnormals) give, recomputed the same way in each pass.
+correctly rounded ``fma.rn`` by a positive scale (no flush of subnormals) gives, recomputed
+the same way in each pass.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import cutlass.cute as cute
 from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
-from gvr_reference.register_model import KEY_FLT_MAX, KEY_NEG_FLT_MAX
+from gvr_reference.register_model import BIN0_BITS, KEY_FLT_MAX, KEY_NEG_FLT_MAX
 
 from . import warp
 from .keys import F32, KEY_MAX, key_bits, widen_bits
@@ -35,8 +35,11 @@ __all__ = [
     "POS_INF_BITS",
     "fmax_nan",
     "fmin",
+    "BIN0_BITS",
     "bracket_setup",
-    "bracket_bin",
+    "spill_floor",
+    "count_bracket",
+    "hist_base",
     "find_crossing_cta",
     "may_lead",
     "bin_masks",
@@ -76,17 +79,16 @@ def fmin(a: Uint32, b: Uint32) -> Uint32:
 
 
 @dsl_user_op
-def _bin(bits: Uint32, vlo: Uint32, scale: Uint32, *, loc=None, ip=None) -> Uint32:
-    operands = [Uint32(x).ir_value(loc=loc, ip=ip) for x in (bits, vlo, scale)]
+def _fma(a: Uint32, b: Uint32, c: Uint32, *, loc=None, ip=None) -> Uint32:
+    operands = [Uint32(x).ir_value(loc=loc, ip=ip) for x in (a, b, c)]
     res = llvm.inline_asm(
         T.i32(),
         operands,
-        "{ .reg .f32 d; sub.rn.f32 d, $1, $2; mul.rn.f32 d, d, $3; max.f32 d, d, 0fBF800000; "
-        "add.rn.f32 $0, d, 0f4B000001; }",
+        "fma.rn.f32 $0, $1, $2, $3;",
         "=r,r,r,r",
-        # Volatile, so it is not hoisted; the register family's emission pass also feeds it
-        # the bracket reread from shared memory, or ptxas keeps each counting-pass bin live
-        # across the crossing search (a register per slot, which spills at 64 registers).
+        # Volatile, so it is not hoisted or merged: the emission pass recomputes each bin
+        # from the bracket reread from shared memory, or ptxas keeps each counting-pass bin
+        # live across the crossing search (a register per slot, which spills at 64).
         has_side_effects=True,
         loc=loc,
         ip=ip,
@@ -96,27 +98,65 @@ def _bin(bits: Uint32, vlo: Uint32, scale: Uint32, *, loc=None, ip=None) -> Uint
 
 @cute.jit
 def bracket_setup(lo: Uint32, top: Uint32, bins: cutlass.Constexpr):
-    """``(ok, vlo, scale)`` (float32 bits) of the bracket over keys ``[lo, top]``:
-    ``ok`` when both ends are finite values, ``top > lo``, and the width ``vmax - vlo`` and
-    ``scale = (bins - 2) / width`` are finite (``gvr_reference.register_model.bracket``)."""
+    """``(ok, scale, bias)`` (float32 bits) of the bracket over keys ``[lo, top]``
+    (``gvr_reference.register_model.bracket``): ``scale = (bins - 4) / (vmax - vlo)`` and
+    ``bias = fma(-vlo, scale, 2**23 + 2)``, so a score ``v`` maps to
+    ``t = fma(v, scale, bias)``, an integer-valued float (about ``2**23 + 2`` for ``vlo``,
+    ``2**23 + bins - 2`` for ``vmax``) whose bits less :data:`BIN0_BITS` are its bin. ``ok``
+    when both ends are finite values, ``top > lo``, the width and scale are finite, and
+    ``t(vlo)`` and ``t(vmax)`` land in bins 1 and ``bins - 1`` or in between: always when
+    ``-4,000 <= vlo / (vmax - vlo) <= 12,000`` or so, where ``bias`` is within half a unit
+    of ``2**23 + 2 - vlo * scale``."""
     vlo = key_bits(lo)
-    width = _asm2(key_bits(top), vlo, "sub.rn")
-    scale = _asm2(Uint32(_f32_bits(float(bins - 2))), width, "div.rn")
+    vmax = key_bits(top)
+    width = _asm2(vmax, vlo, "sub.rn")
+    scale = _asm2(Uint32(_f32_bits(float(bins - 4))), width, "div.rn")
+    bias = _fma(vlo ^ Uint32(0x80000000), scale, Uint32(_f32_bits(2.0**23 + 2)))
+    t_lo = Int32(_fma(vlo, scale, bias))
+    t_top = Int32(_fma(vmax, scale, bias))
     ok = (lo >= Uint32(KEY_NEG_FLT_MAX)) & (top <= Uint32(KEY_FLT_MAX)) & (top > lo)
     ok = ok & (width < Uint32(0x7F800000)) & (scale < Uint32(0x7F800000))
-    return Boolean(ok), vlo, scale
+    ok = ok & (t_lo >= Int32(BIN0_BITS + 1)) & (t_top <= Int32(BIN0_BITS + bins - 1))
+    return Boolean(ok), scale, bias
 
 
 @cute.jit
-def bracket_bin(bits: Uint32, vlo: Uint32, scale: Uint32, bins: cutlass.Constexpr) -> Int32:
-    """The bin of the score with float32 bits ``bits`` (finite or ``-inf``, at most the
-    bracket's top): ``round(max((v - vlo) * scale, -1) + 1)``, at most ``bins - 1``,
-    non-decreasing in the score. Scores at or above the bracket's low end get bins ``>= 1``,
-    ``-inf`` and every score more than half a bin below it bin 0. The rounding to an integer
-    is an IEEE add of ``2**23 + 1`` (the sum's low mantissa bits are the bin): full-rate
-    float and integer operations, no conversion instruction."""
-    d = _bin(bits, vlo, scale) - Uint32(_f32_bits(float(1 << 23)))
-    return Int32(cutlass.min(d, Uint32(bins - 1)))
+def spill_floor() -> Uint32:
+    """This lane's floor for :func:`count_bracket`: the float32 bits of
+    ``2**23 - 16 + lane / 2``, so a score below the bracket is counted in word
+    ``lane - 32`` before the histogram (32 scratch words, one per lane: no two lanes of a
+    warp on one word, and no branch)."""
+    return Uint32(BIN0_BITS - 32) + Uint32(cute.arch.lane_idx())
+
+
+@dsl_user_op
+def count_bracket(
+    bits: Uint32, scale: Uint32, bias: Uint32, floor: Uint32, base: Int32, *, loc=None, ip=None
+) -> None:
+    """Count the float32 score ``bits`` in its bracket bin: ``t = max(fma(v, scale, bias),
+    floor)``, one ``red.shared.add`` at byte ``base + 4 * bits(t)``; ``base`` is the
+    histogram's address less ``4 * BIN0_BITS`` (mod 2**32). Scores at or above the bracket's
+    low end land in bins 1 and up; scores below it in bin 0 or, ``t`` below ``2**23``, in
+    the 32 words before the histogram (:func:`spill_floor`). Four instructions a score."""
+    operands = [Uint32(x).ir_value(loc=loc, ip=ip) for x in (bits, scale, bias, floor)]
+    operands.append(Int32(base).ir_value(loc=loc, ip=ip))
+    llvm.inline_asm(
+        None,
+        operands,
+        "{ .reg .b32 t; fma.rn.f32 t, $0, $1, $2; max.f32 t, t, $3; "
+        "mad.lo.u32 t, t, 4, $4; red.shared.add.u32 [t], 1; }",
+        "r,r,r,r,r,~{memory}",
+        has_side_effects=True,
+        loc=loc,
+        ip=ip,
+    )
+
+
+@cute.jit
+def hist_base(hist_addr: Int32) -> Int32:
+    """:func:`count_bracket`'s ``base`` for a histogram at shared byte address
+    ``hist_addr``."""
+    return hist_addr - Int32((4 * BIN0_BITS) % (1 << 32))
 
 
 @cute.jit
@@ -203,23 +243,25 @@ def may_lead(cfg, i: int) -> bool:
 
 @cute.jit
 def bin_masks(
-    bits, vlo: Uint32, scale: Uint32, cb: Int32, bins: cutlass.Constexpr,
-    fmt: cutlass.Constexpr = F32,
+    bits, scale: Uint32, bias: Uint32, cb: Int32, fmt: cutlass.Constexpr = F32,
 ):  # fmt: skip
     """The held scores (raw ``bits`` of format ``fmt``, binned as their float32 widening) of
-    bins above the crossing bin ``cb`` and in it, as lists of 32-bit masks (bit ``i % 32`` of
-    word ``i // 32`` for slot ``i``), and their counts: ``(gt, eq, n_gt, n_eq)``."""
+    bins above the crossing bin ``cb >= 1`` and in it, as lists of 32-bit masks (bit
+    ``i % 32`` of word ``i // 32`` for slot ``i``), and their counts: ``(gt, eq, n_gt,
+    n_eq)``. A bin is compared as the bits of ``t = fma(v, scale, bias)`` (signed, so ``t``
+    below zero is below every bin)."""
     nk = len(bits)
+    edge = Int32(BIN0_BITS) + cb
     gt = []
     eq = []
     for w in cutlass.range_constexpr((nk + 31) // 32):
         mg = Uint32(0)
         me = Uint32(0)
         for i in cutlass.range_constexpr(32 * w, min(32 * w + 32, nk)):
-            b = bracket_bin(widen_bits(bits[i], fmt), vlo, scale, bins)
+            t = Int32(_fma(widen_bits(bits[i], fmt), scale, bias))
             one = Uint32(1 << (i % 32))
-            mg = mg | Uint32(cutlass.select_(b > cb, one, Uint32(0)))
-            me = me | Uint32(cutlass.select_(b == cb, one, Uint32(0)))
+            mg = mg | Uint32(cutlass.select_(t > edge, one, Uint32(0)))
+            me = me | Uint32(cutlass.select_(t == edge, one, Uint32(0)))
         gt.append(mg)
         eq.append(me)
     n_gt = Int32(0)

@@ -44,10 +44,10 @@ class Ctl:
     CODE = 11  # streaming: the row's path code so far, kept here across the streaming pass
     THR = 12  # streaming: the rung, kept here across the streaming pass (Uint32 bits)
     N = 13  # streaming: the row length, kept here across the streaming pass
-    VLO = 14  # register family, bracket: float32 bits of its low end (reread by the emission)
+    BIAS = 14  # bracket families: float32 bits of the bracket's bias (reread by the emission)
     CMIN = 15  # register family, bracket: complement of the crossing bin's smallest key
     CMAX = 16  # register family, bracket: the crossing bin's largest key
-    SCALE = 17  # register family, bracket: float32 bits of its scale (reread by the emission)
+    SCALE = 17  # bracket families: float32 bits of the bracket's scale (reread by the emission)
     # streaming family, ragged split (past the zeroed words: set once, read after the pass)
     RROW = 18  # this CTA's row (-1: no work)
     RPART = 19  # this CTA's part of its row

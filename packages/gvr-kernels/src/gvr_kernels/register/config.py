@@ -125,9 +125,11 @@ class RegisterConfig:
     def shared_layout(self) -> tuple[tuple[str, str, int], ...]:
         """The CTA's shared-memory arrays in allocation order, ``(name, dtype, count)``."""
         return (
+            # wsum, 32 words, directly before hist: device.bracket.count_bracket counts the
+            # scores below the bracket there
+            ("wsum", "i32", 32),
             ("hist", "i32", HIST_BINS),
             ("ctl", "i32", CTL_WORDS),
-            ("wsum", "i32", 32),
             ("wstat", "u32", 4 * 32),
             ("sample", "u32", self.threads),
             ("stage_bits", "u32", self.capacity),

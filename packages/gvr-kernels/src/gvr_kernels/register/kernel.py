@@ -12,14 +12,16 @@ Per row (decisions and their CPU model: ``gvr_reference.register_model``):
 3. **Bracket** (configurations built with ``bracket=True``). The scores stay float32 bits.
    The row's largest score and the bracket's low key (the smallest of window positions
    ``[0, k)``, or the smallest per-thread maximum when that is higher and ``k`` threads hold
-   a score) map every held score to one of 2048 bins by monotone IEEE float arithmetic
-   (``device.bracket``; bin 0: below the bracket, not counted) in one branch-free counting
-   pass; the CTA finds the crossing bin for ``k``; one emission pass writes every score of a
-   higher bin with predicated stores (slots for both bit masks from one packed atomic per
-   warp); the crossing bin is written whole, ranked by warp 0 (at most 32 keys), narrowed
-   from the staging, or (more keys than the staging holds) selected from the registers.
-   Rows whose ends are not finite (a NaN or an infinity at the top), whose scale overflows,
-   or whose sample shows a crowd of one key take the sampled path. 16-bit scores are held
+   a score) map every held score to one of 2048 bins by one IEEE fused multiply-add
+   (``device.bracket``; scores below the bracket land in scratch words) in one branch-free
+   counting pass of four instructions a score; the CTA finds the crossing bin for ``k``;
+   one emission pass writes every score of a higher bin with predicated stores (slots for
+   both bit masks from one packed atomic per warp); the crossing bin is written whole,
+   ranked by warp 0 (at most 32 keys), narrowed from the staging, or (more keys than the
+   staging holds) selected from the registers.
+   Rows whose ends are not finite (a NaN or an infinity at the top), whose scale overflows
+   or cannot place the ends (``device.bracket.bracket_setup``), or whose sample shows a
+   crowd of one key take the sampled path. 16-bit scores are held
    as raw bits and binned as their exact float32 widening (``device.keys.widen_bits``).
 4. **Sample and rung.** One slot per thread, spread over the whole row, goes to shared memory;
    a radix narrowing over it gives the rung ``T`` (skipped for rows with ``n <= 2 aim``).
@@ -57,19 +59,21 @@ from ..device import shared
 from ..device.bracket import (
     POS_INF_BITS,
     bin_masks,
-    bracket_bin,
     bracket_setup,
+    count_bracket,
     find_crossing_cta,
     fmax_nan,
     fmin,
+    hist_base,
     may_lead,
     narrow_crossing,
     rank_crossing,
+    spill_floor,
     write_masked,
 )
 from ..device.keys import KEY_MAX, format_key_of, order_key, vector_bits, widen_bits
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import count_shared, load_score, load_vec4
+from ..device.memory import load_score, load_vec4
 from ..device.ops import DEVICE_OPS, umax
 from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import (
@@ -298,10 +302,10 @@ class RegisterTopK:
             # gvr_reference.register_model.bracket_low
             if (cutlass.min(nvec, Int32(threads)) >= k) & (tmax_min > lo_key):
                 lo_key = tmax_min
-            ok, vlo, scale = bracket_setup(lo_key, max_key, HIST_BINS)
+            ok, scale, bias = bracket_setup(lo_key, max_key, HIST_BINS)
             if ok & (crowd < CROWD_MIN):
                 code = self._bracket(
-                    sh, regs, win, out, values, row, k, lo_key, max_key, vlo, scale
+                    sh, regs, win, out, values, row, k, lo_key, max_key, scale, bias
                 )
                 self._record(paths, row, code)
             else:
@@ -359,7 +363,7 @@ class RegisterTopK:
         return Uint32(cutlass.select_(ok, order_key(pick, fmt), Uint32(0)))
 
     @cute.jit
-    def _bracket(self, sh, regs, win, out, values, row, k, lo_key, max_key, vlo, scale) -> Int32:
+    def _bracket(self, sh, regs, win, out, values, row, k, lo_key, max_key, scale, bias) -> Int32:
         """The bracket histogram path (``gvr_reference.register_model``, steps 1-2): one
         counting pass, the crossing search, one emission pass."""
         cfg = self.cfg
@@ -369,24 +373,23 @@ class RegisterTopK:
         bits = regs.keys
         nk = len(bits)
 
-        hist = sh.hist.iterator.toint()
-        # Bin 0 (below the bracket) is not counted: its increments go to a word of the
-        # scratch array per lane (no two lanes of a warp on one word, and no branch). A
-        # predicated reduction instead measured 0.2-0.5 us slower per row (H200 decode grid,
+        # Scores below the bracket are counted in the scratch words just before the
+        # histogram, one per lane (``wsum``: the layout puts it there). A predicated
+        # reduction instead measured 0.2-0.5 us slower per row (H200 decode grid,
         # n = 4,096 and 16,384).
-        spill = sh.wsum.iterator.toint() + cute.arch.lane_idx() * 4
+        base = hist_base(sh.hist.iterator.toint())
+        floor = spill_floor()
         for i in cutlass.range_constexpr(nk):
-            b = bracket_bin(widen_bits(bits[i], fmt), vlo, scale, HIST_BINS)
-            count_shared(cutlass.select_(b != 0, hist + b * 4, spill))
+            count_bracket(widen_bits(bits[i], fmt), scale, bias, floor, base)
         if tid == 0:
-            sh.ctl[Ctl.VLO] = Int32(vlo)
+            sh.ctl[Ctl.BIAS] = Int32(bias)
             sh.ctl[Ctl.SCALE] = Int32(scale)
         cute.arch.barrier()
         cb, above, m = find_crossing_cta(sh.hist, sh.wsum, sh.ctl, HIST_BINS, threads, k)
         # The emission recomputes every bin from the bracket read back from shared memory:
         # the same values, so the same bins, but no register holds a counting pass's bin
         # across the crossing search (at four vectors a thread that would spill).
-        vlo = Uint32(sh.ctl[Ctl.VLO])
+        bias = Uint32(sh.ctl[Ctl.BIAS])
         scale = Uint32(sh.ctl[Ctl.SCALE])
         need = k - above
         whole = m == need
@@ -403,7 +406,7 @@ class RegisterTopK:
         else:
             # One pass: the keys of higher bins to output slots [0, above); the crossing bin
             # to slots [above, k) when all of it is needed, else to the staging.
-            gt, eq, n_gt, n_eq = bin_masks(bits, vlo, scale, cb, HIST_BINS, fmt)
+            gt, eq, n_gt, n_eq = bin_masks(bits, scale, bias, cb, fmt)
             slot_gt, slot_eq = packed_warp_slots(sh.ctl.iterator + Ctl.GT, n_gt, n_eq)
             ea = EmitArgs(out, values, row, k, k, Int32(0), Uint32(0), Uint32(KEY_MAX))
             write_masked(cfg, out, values, row, regs, gt, slot_gt)
