@@ -405,3 +405,39 @@ def test_block_skip_config_rules():
     c = StreamingConfig(threads=512, capacity=8192, block_skip=True)
     assert c.name.endswith("_skip")
     assert [n for n, _, _ in c.shared_layout()][-2:] == ["skip", "runmax"]
+
+
+def _offsets(layout, align: int) -> dict[str, int]:
+    """Byte offset of each array of a shared-memory layout (``gvr_kernels.family.layout_bytes``'s
+    allocation: in order, each aligned to ``align``)."""
+    at, out = 0, {}
+    for name, _, count in layout:
+        at = -(-at // align) * align
+        out[name] = at
+        at += 4 * count
+    return out
+
+
+def test_bracket_scratch_words_precede_the_histogram():
+    """``device.bracket.count_bracket`` counts the scores below the bracket in the 32 words
+    just before the histogram it counts into: ``wsum`` must end where ``hist`` (register
+    family) or ``bhist`` (cluster family, bracket configurations) begins."""
+    from gvr_kernels.cluster.config import SMEM_ALIGN as CLUSTER_ALIGN
+    from gvr_kernels.register.config import SMEM_ALIGN as REGISTER_ALIGN
+    from gvr_kernels.registry import routable_configs
+
+    seen = set()
+    for cfg in routable_configs(H200):
+        if isinstance(cfg, RegisterConfig):
+            hist, align = "hist", REGISTER_ALIGN
+        elif isinstance(cfg, ClusterConfig) and cfg.bracket:
+            hist, align = "bhist", CLUSTER_ALIGN
+        else:
+            continue
+        layout = cfg.shared_layout()
+        sizes = {name: count for name, _, count in layout}
+        off = _offsets(layout, align)
+        assert sizes["wsum"] == 32, cfg.name
+        assert off[hist] - off["wsum"] == 4 * 32, cfg.name
+        seen.add(type(cfg))
+    assert seen == {RegisterConfig, ClusterConfig}
