@@ -3,6 +3,7 @@ without it, on the H200, for the routing rule in ``gvr_kernels.routing`` (result
 ``benchmarks/results/h200/tune_cluster.log``)::
 
     python3 tools/tune_cluster.py > tune_cluster.log
+    python3 tools/tune_cluster.py --ns 16384 --batches 1,8,32   # some lengths and batches
 
 Each shape runs twice: with the bracket path (``b``) and with the sampled path only (``s``).
 
@@ -15,12 +16,16 @@ values equal ``torch.topk``'s as multisets).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 #: (cluster, threads, vecs) shapes tried per row length, each with the bracket path and
 #: with the sampled path only.
 SHAPES = {
+    # n = 16,384: the register family's single 1024 x 4 CTA issues every instruction of the
+    # row from one SM; spread over 2-4 SMs
+    16384: [(2, 512, 4), (4, 512, 2), (2, 1024, 2), (4, 1024, 1)],
     32768: [(2, 1024, 4), (4, 512, 4)],
     65536: [(4, 1024, 4), (8, 512, 4)],
     131072: [(8, 1024, 4), (16, 512, 4)],
@@ -48,16 +53,27 @@ def baseline_route(spec, rows, n, k):
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--ns", default=",".join(map(str, SHAPES)), help="row lengths, of SHAPES")
+    ap.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    args = ap.parse_args()
+    ns = [int(x) for x in args.ns.split(",")]
+    unknown = [n for n in ns if n not in SHAPES]
+    if unknown:
+        raise SystemExit(f"--ns: no shapes for {unknown}; known: {sorted(SHAPES)}")
+    shapes_of = {n: SHAPES[n] for n in ns}
+    batches = [int(x) for x in args.batches.split(",")]
+
     from gvr_kernels.cluster import ClusterConfig
     from gvr_kernels.spec import H200
 
     cases = [
         (n, ClusterConfig(cluster=c, threads=t, vecs=v, bracket=br))
-        for n, shapes in SHAPES.items()
+        for n, shapes in shapes_of.items()
         for c, t, v in shapes
         for br in BRACKET
     ]
-    base_cfgs = {baseline_route(H200, b, n, k).config for n in SHAPES for b in BATCHES for k in KS}
+    base_cfgs = {baseline_route(H200, b, n, k).config for n in ns for b in batches for k in KS}
     # Compile before CUDA is initialised in this process (the pool forks).
     aot = build(list(dict.fromkeys([c for _, c in cases] + sorted(base_cfgs, key=str))))
     import torch
@@ -80,8 +96,8 @@ def main() -> None:
         ok = bool(torch.equal(got, want))
         return timeit(lambda: f(*args), flush, 40), ok
 
-    for n, shapes in SHAPES.items():
-        for b in BATCHES:
+    for n, shapes in shapes_of.items():
+        for b in batches:
             for k in KS:
                 lg = torch.randn(b, n, device="cuda")
                 kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
