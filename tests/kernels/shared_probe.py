@@ -1,6 +1,9 @@
 """Probe for ``test_compile``: compile a kernel that runs a family's shared-memory allocation
 and stores the allocator's total (a compile-time constant, times 7919) to global memory, then
-read that constant back from the kept PTX. Run as a script (the DSL needs a source file):
+read that constant back from the kept PTX. For a layout whose bracket histogram the 32
+scratch words of ``wsum`` must precede (``device.bracket.count_bracket``), a second store
+gives the byte distance from ``wsum`` to that histogram (times 7919). Run as a script (the
+DSL needs a source file):
 
     CUTE_DSL_ARCH=sm_90a CUTE_DSL_KEEP=ptx python shared_probe.py '[[family, {fields}], ...]'
 
@@ -18,11 +21,22 @@ import re
 import sys
 
 import cutlass.cute as cute
-from cutlass import Int32
+from cutlass import Int32, const_expr
 from gvr_kernels.device.shared import shared_usage
 from gvr_kernels.registry import FAMILIES, config_from_dict
 
 MARK = 7919
+
+
+def bracket_hist(cfg):
+    """The histogram that ``wsum`` must directly precede in ``cfg``'s layout, or None."""
+    if cfg.family == "register":
+        return "hist"
+    if cfg.family == "cluster" and cfg.bracket:
+        return "bhist"
+    return None
+
+
 _STORE = re.compile(r"st\.global\.b32\s+\[[^\]]+\],\s*(\d+);")
 
 
@@ -39,8 +53,12 @@ class Probe:
 
     @cute.kernel
     def kernel(self, x: cute.Tensor):
-        _, allocator = self.allocate_shared(self.cfg)
+        arrays, allocator = self.allocate_shared(self.cfg)
         x[0] = shared_usage(allocator) * Int32(MARK)
+        hist = bracket_hist(self.cfg)
+        if const_expr(hist is not None):
+            at = getattr(arrays, hist).iterator.toint()
+            x[1] = (at - arrays.wsum.iterator.toint()) * Int32(MARK)
 
 
 def main() -> None:

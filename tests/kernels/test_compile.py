@@ -21,7 +21,7 @@ pytest.importorskip("cutlass")
 from gvr_kernels.audit import find_cuobjdump  # noqa: E402
 from gvr_kernels.registry import COMPILE_TARGETS, family_of, routable_configs  # noqa: E402
 from gvr_kernels.streaming import StreamingConfig  # noqa: E402
-from shared_probe import MARK  # noqa: E402
+from shared_probe import MARK, bracket_hist  # noqa: E402
 
 CASES = [(cfg, arch) for arch, spec in COMPILE_TARGETS.items() for cfg in routable_configs(spec)]
 
@@ -109,7 +109,8 @@ def test_invalid_configs_are_rejected():
 def test_declared_shared_memory_is_what_the_kernel_allocates(tmp_path):
     """The route sizes a launch's shared memory from ``config.smem_bytes``; a probe kernel runs
     the family's own allocation code, and the allocator's total (a constant, x 7919 so it is
-    unmistakable in the PTX) must equal that figure."""
+    unmistakable in the PTX) must equal that figure; where the bracket count needs them, the
+    32 words of ``wsum`` must end where its histogram starts (a second constant)."""
     import json
     import subprocess
     import sys
@@ -133,7 +134,9 @@ def test_declared_shared_memory_is_what_the_kernel_allocates(tmp_path):
     found = json.loads(res.stdout.strip().splitlines()[-1])
     assert len(found) == len(cfgs)
     for cfg in cfgs:
-        assert found[cfg.name] == [cfg.smem_bytes * MARK], (cfg.name, found[cfg.name])
+        # and the bracket count's 32 scratch words directly before its histogram
+        gap = [4 * 32 * MARK] if bracket_hist(cfg) else []
+        assert found[cfg.name] == [cfg.smem_bytes * MARK, *gap], (cfg.name, found[cfg.name])
 
 
 def test_one_process_compiles_for_each_requested_arch(tmp_path):

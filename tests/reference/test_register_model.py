@@ -276,6 +276,11 @@ def test_fma32_rounds_once():
     assert fma32(-a, b, -c) == np.float32(-(2.0**24 + 2))
     assert fma32(a, a, np.float32(2.0**24)) == np.float32(2.0**24 + 2)  # above the midpoint
     assert fma32(np.float32(-np.inf), np.float32(3.0), np.float32(5.0)) == -np.inf
+    # just below the overflow midpoint 2**128 - 2**103, where the float64 sum lands on it
+    flt_max = np.finfo(np.float32).max
+    big = fma32(np.float32(55831.0), np.float32(601 * 2.0**103), np.float32(-1.0))
+    assert big == flt_max
+    assert fma32(np.float32(55831.0), np.float32(601 * 2.0**103), np.float32(1.0)) == np.inf
     g = np.random.default_rng(3)
     x, y, z = (g.standard_normal(1024).astype(np.float32) for _ in range(3))
     got = fma32(x, y, z)

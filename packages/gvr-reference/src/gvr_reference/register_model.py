@@ -123,7 +123,8 @@ __all__ = [
     "simulate_windows",
 ]
 
-#: Bins of the bracket histogram (scores below the bracket's low end are in bin 0 or none).
+#: Bins of the bracket histogram (scores below the bracket's low end are in a bin at most the
+#: low end's, or in none).
 BRACKET_BINS = 2048
 #: float32 bits of ``2**23``: a mapped score ``t`` in ``[2**23, 2**24)`` is an integer, and
 #: its bits less these are its bin.
@@ -168,7 +169,9 @@ def fma32(a, b, c) -> np.ndarray:
         bb = s - p
         err = (p - (s - bb)) + (c64 - bb)
         r = s.astype(np.float32)
+        # an overflow to infinity sits at 2**128 for the midpoint test
         r64 = r.astype(np.float64)
+        r64 = np.where(np.isinf(r64), np.copysign(2.0**128, r64), r64)
         # the float32 neighbour of r on the side of s, and the midpoint between them
         other = np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf)))
         mid = (r64 + other.astype(np.float64)) / 2

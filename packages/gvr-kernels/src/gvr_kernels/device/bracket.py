@@ -123,9 +123,10 @@ def bracket_setup(lo: Uint32, top: Uint32, bins: cutlass.Constexpr):
 @cute.jit
 def spill_floor() -> Uint32:
     """This lane's floor for :func:`count_bracket`: the float32 bits of
-    ``2**23 - 16 + lane / 2``, so a score below the bracket is counted in word
-    ``lane - 32`` before the histogram (32 scratch words, one per lane: no two lanes of a
-    warp on one word, and no branch)."""
+    ``2**23 - 16 + lane / 2``, so a score more than about 18 bins below the bracket's low
+    end is counted in word ``lane - 32`` before the histogram (32 scratch words: no two
+    lanes of a warp on one word, and no branch; a score nearer the low end, ``t`` in
+    ``[2**23 - 16, 2**23)``, goes to the word its own ``t`` names, lanes may share it)."""
     return Uint32(BIN0_BITS - 32) + Uint32(cute.arch.lane_idx())
 
 
@@ -136,8 +137,11 @@ def count_bracket(
     """Count the float32 score ``bits`` in its bracket bin: ``t = max(fma(v, scale, bias),
     floor)``, one ``red.shared.add`` at byte ``base + 4 * bits(t)``; ``base`` is the
     histogram's address less ``4 * BIN0_BITS`` (mod 2**32). Scores at or above the bracket's
-    low end land in bins 1 and up; scores below it in bin 0 or, ``t`` below ``2**23``, in
-    the 32 words before the histogram (:func:`spill_floor`). Four instructions a score."""
+    low end land in bins 1 and up; scores below it in a bin at most the low end's or, ``t``
+    below ``2**23``, in the 32 words before the histogram (:func:`spill_floor`). Four
+    instructions a score. Needs a row without NaN (``max`` would drop it into the scratch
+    words while :func:`bin_masks` ranks it above every bin): the bracket path checks the
+    row's top with a NaN-propagating maximum."""
     operands = [Uint32(x).ir_value(loc=loc, ip=ip) for x in (bits, scale, bias, floor)]
     operands.append(Int32(base).ir_value(loc=loc, ip=ip))
     llvm.inline_asm(
