@@ -237,8 +237,8 @@ def _register_core(
     most ``BRACKET_MAX_VECS`` vectors a thread while K is at most a quarter of the envelope
     (at K = 2048 on 4,096 scores the radix selection over the registers measured faster),
     except where its code spills (the compile audit): at four vectors a thread and 64
-    registers (1024 x 4, or 512 x 4 at two CTAs per SM) only decode rows without values
-    take it.
+    registers (1024 x 4, 512 x 4 at two CTAs per SM, 256 x 4 at four) only decode rows
+    without values or deterministic ties take it.
 
     16-bit logits take the float32 shape with half the vectors (the same register slots, eight
     scores a vector), for envelopes up to ``SMALL_ROW_N`` (``tune_register16.log``, bfloat16,
@@ -256,7 +256,7 @@ def _register_core(
     reg = _register_shape(spec, rows, n_env, mode, with_values, deterministic, bulk)
     if reg is None:
         return None
-    lean = mode == "decode" and not with_values
+    lean = mode == "decode" and not with_values and not deterministic
     fits = reg.vecs <= 2 or reg.threads * reg.resident <= 512 or lean
     reg = replace(reg, bracket=reg.vecs <= BRACKET_MAX_VECS and 4 * k <= n_env and fits)
     if dtype != "float32":
