@@ -75,7 +75,17 @@ def tests(session: nox.Session) -> None:
     """The CPU suite of every package: oracle, CPU engine, kernel compiles, dispatch, ops."""
     _install(session, extras="test")
     session.install("nvidia-cuda-cuobjdump>=13.0")
-    session.run("pytest", "-m", "not gpu and not slow", "-q", *session.posargs)
+    session.run("pytest", "-m", "not gpu and not slow", "-q", "--durations=10", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def audit(session: nox.Session) -> None:
+    """The whole compile audit: every routable configuration for sm_90a and sm_100a, no spills
+    (about 1,000 compiles; ``tests`` covers sm_90a). Run it before a kernel or routing change
+    lands."""
+    _install(session, extras="test")
+    session.install("nvidia-cuda-cuobjdump>=13.0")
+    session.run("pytest", "-m", "not gpu", "-q", "tests/kernels/test_compile.py", *session.posargs)
 
 
 @nox.session(python=PYTHON, reuse_venv=False)
