@@ -362,6 +362,44 @@ def test_split_workspace_counters_are_restored(kp):
         check(batch, out)
 
 
+def test_phase_stamps_of_a_split_row(kp):
+    """A ``stamp_phases`` split launch (``tools/time_split_phases.py``) answers exactly; every
+    CTA stamps its phases in time order up to its arrival, and exactly one CTA a row gathers
+    and finishes it."""
+    from dataclasses import replace
+
+    from gvr_kernels.abi import KernelArgs
+    from gvr_kernels.streaming.config import STAMP_WORDS, STAMPS
+
+    batch = make_decode_batch(
+        rng(9), batch=2, k=512, width=262144, row_stride=262144, family="gaussian", lengths="full"
+    )
+    _, logits = to_device(batch)
+    kv = torch.from_numpy(batch.kv_lens).cuda()
+    route = route_static(kp.spec, rows=2, n_env=262144, k=512)
+    assert route.config.split and route.parts > 1
+    cfg = replace(route.config, stamp_phases=True)
+    stamps = torch.zeros(route.grid * STAMP_WORDS, dtype=torch.int32, device="cuda")
+    out = torch.full((2, 512), 0x7FFFFFFF, dtype=torch.int32, device="cuda")
+    args = KernelArgs(
+        logits=logits, lens_a=kv, lens_b=kp.dummy_i, out=out, values=kp.dummy_f,
+        workspace=kp.workspace, paths=stamps, k=512, next_n=1, cr_shift=0, parts=route.parts,
+        block_max=kp.dummy_f,
+    )  # fmt: skip
+    kp.get(cfg)(*args)
+    torch.cuda.synchronize()
+    check(batch, out)
+    st = stamps.view(2, route.parts, STAMP_WORDS).cpu().numpy().astype(np.int64)
+    upto = STAMPS.index("arrive") + 1
+    fin, gather = STAMPS.index("finish"), STAMPS.index("gather")
+    for row in st:
+        assert (row[:, :upto] != 0).all()
+        assert ((np.diff(row[:, :upto], axis=1) % (1 << 31)) < 10**8).all()  # under 0.1 s
+        done = np.flatnonzero(row[:, fin])
+        assert len(done) == 1 and row[done[0], gather] != 0
+        assert (row[:, gather] != 0).sum() == 1
+
+
 def test_zz_rows_checked():
     """The run checked at least 5,000 fresh random rows against the oracle."""
     if ROWS_CHECKED["n"] == 0:

@@ -29,6 +29,8 @@ __all__ = [
     "WS_HEADER_WORDS",
     "SMEM_ALIGN",
     "SKIP_MASK_WORDS",
+    "STAMPS",
+    "STAMP_WORDS",
 ]
 
 MODES = ("decode", "prefill", "full")
@@ -47,6 +49,25 @@ SMEM_ALIGN = 16
 #: CTA's chunk of up to 8,448 blocks (270,336 float32 columns) can skip blocks; a longer chunk
 #: streams every block.
 SKIP_MASK_WORDS = MASK_BLOCKS // 32
+#: The phase boundaries a ``stamp_phases`` kernel stamps, in the order of their words: kernel
+#: entry; the row window read and the control words zeroed; the sample read; the first rung;
+#: the streaming pass; then, on a split row, the slab range reserved, the survivors written
+#: and fenced, the arrival counted, the slab gathered by the last CTA; and the row finished
+#: (selection and emission) by the CTA that finishes it.
+STAMPS = (
+    "entry",
+    "window",
+    "sample",
+    "rung",
+    "stream",
+    "reserve",
+    "publish",
+    "arrive",
+    "gather",
+    "finish",
+)
+#: Words of the debug ``paths`` tensor each CTA of a ``stamp_phases`` launch owns.
+STAMP_WORDS = 16
 
 
 @dataclass(frozen=True)
@@ -77,6 +98,10 @@ class StreamingConfig:
         deterministic: the K-th value's tie class yields its smallest indices.
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
             tensor.
+        stamp_phases: (profiling, never routed) thread 0 of CTA ``c`` writes the low 31 bits
+            of ``%globaltimer`` (ns) at each boundary of :data:`STAMPS` it reaches to word
+            ``STAMP_WORDS * c + i`` of the debug ``paths`` tensor (``tools/time_split_phases.py``);
+            not with ``record_paths``.
         prefetch: tiles of the CTA's chunk kept asked of L2 ahead of the tile being loaded,
             by one bulk asynchronous prefetch per tile (``cp.async.bulk.prefetch.L2``, sm_90+);
             the first ones are asked before the sample is read. 0: none.
@@ -112,6 +137,7 @@ class StreamingConfig:
     with_values: bool = False
     deterministic: bool = False
     record_paths: bool = False
+    stamp_phases: bool = False
     prefetch: int = 0
     dtype: str = "float32"
     block_skip: bool = False
@@ -148,6 +174,8 @@ class StreamingConfig:
                 "l2_hints needs block_skip=False (a skipped block would keep its sampled "
                 "lines evict-last in L2)"
             )
+        if self.stamp_phases and self.record_paths:
+            raise ValueError("stamp_phases and record_paths both write the paths tensor")
         if not 1 <= self.unroll <= 8:
             raise ValueError(f"unroll must be in [1, 8], got {self.unroll}")
         _ = self.ladder  # validates the ladder fields
@@ -244,4 +272,6 @@ class StreamingConfig:
             parts.append("det")
         if self.record_paths:
             parts.append("paths")
+        if self.stamp_phases:
+            parts.append("stamps")
         return "_".join(parts)

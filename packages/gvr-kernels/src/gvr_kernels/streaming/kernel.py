@@ -86,6 +86,8 @@ from .config import (
     HIST_BINS,
     SKIP_MASK_WORDS,
     SMEM_ALIGN,
+    STAMP_WORDS,
+    STAMPS,
     WS_HEADER_WORDS,
     StreamingConfig,
 )
@@ -205,6 +207,7 @@ class StreamingTopK:
             part = bid - row * parts
 
         sh, _ = allocate_shared(cfg)
+        self._stamp(paths, "entry")
 
         if const_expr(cfg.ragged):
             row, part, row_parts = self._assign(
@@ -244,6 +247,7 @@ class StreamingTopK:
             if tid < CTL_WORDS:
                 sh.ctl[tid] = Int32(0)
             cute.arch.barrier()
+            self._stamp(paths, "window")
             c0 = Int32(0)
             if const_expr(cfg.block_skip):
                 c0 = window_column(cfg.mode, logits, lens_a, row, lead)
@@ -373,6 +377,7 @@ class StreamingTopK:
                 cfg.threads, cfg.sample_max, sh.sample, base, lead, plan, fmt, runmax, policy
             )
             cute.arch.barrier()
+            self._stamp(paths, "sample")
             thr_key, ties, _ = narrow(
                 cfg,
                 sh,
@@ -393,6 +398,7 @@ class StreamingTopK:
             min_ties = crowd_min_ties(n, n_sample, cfg.capacity, fmt.bits, DEVICE_OPS)
             if (ties >= min_ties) & (thr_key < key_max):
                 code = Int32(Path.TIE)
+            self._stamp(paths, "rung")
 
         # ---- 4. stream (a crowded rung: the keys above it). The path code and the rung wait
         # in shared memory: the pass is where registers are scarcest.
@@ -416,6 +422,7 @@ class StreamingTopK:
             sh, base, lead, v_begin, v_end, own_tail, plan.tail_start, n, thr_key + crowd,
             asked=True, skip=skip_arg, c0=c0,
         )  # fmt: skip
+        self._stamp(paths, "stream")
         code = sh.ctl[Ctl.CODE]
         skipped = Int32(0)
         if const_expr(cfg.block_skip):
@@ -438,11 +445,11 @@ class StreamingTopK:
         if const_expr(cfg.ragged):
             # A row of one CTA runs as on one CTA per row (the retry rung included).
             if parts > 1:
-                count, finish = self._split_meet(sh, workspace, row, parts, count, k)
+                count, finish = self._split_meet(sh, workspace, paths, row, parts, count)
             else:
                 self._staged_max(sh, count)
         elif const_expr(cfg.split):
-            count, finish = self._split_meet(sh, workspace, row, parts, count, k)
+            count, finish = self._split_meet(sh, workspace, paths, row, parts, count)
 
         if finish:
             crowded = code == Int32(Path.TIE)
@@ -487,6 +494,7 @@ class StreamingTopK:
                         cfg, sh, win, Source.STAGE, out, values, row, k, lo_sel, max_key, count
                     )
             self._record(paths, row, code | skipped, parts)
+            self._stamp(paths, "finish")
 
     @cute.jit
     def _retry(self, sh, win, plan, base, lead, n, k, count, thr_key, lo_sel, code):
@@ -520,6 +528,18 @@ class StreamingTopK:
                 lo_sel = thr_key
                 code = sh.ctl[Ctl.CODE]
         return count, thr_key, lo_sel, code
+
+    @cute.jit
+    def _stamp(self, paths, phase: cutlass.Constexpr):
+        """With ``stamp_phases``: thread 0 stamps ``%globaltimer`` (ns, low 31 bits) at the
+        boundary ``phase`` (a name of :data:`~.config.STAMPS`) into this CTA's words of
+        ``paths``. Nothing otherwise."""
+        if const_expr(self.cfg.stamp_phases):
+            tid, _, _ = cute.arch.thread_idx()
+            bid, _, _ = cute.arch.block_idx()
+            now = Int32(Int64(cute.arch.globaltimer()) & Int64(0x7FFFFFFF))
+            if tid == 0:
+                paths[bid * STAMP_WORDS + STAMPS.index(phase)] = now
 
     @cute.jit
     def _record(self, paths, row: Int32, code: Int32, parts: Int32):
@@ -755,7 +775,7 @@ class StreamingTopK:
 
     # ------------------------------------------------------------------ split rows
     @cute.jit
-    def _split_meet(self, sh, workspace, row: Int32, parts: Int32, count: Int32, k: Int32):
+    def _split_meet(self, sh, workspace, paths, row: Int32, parts: Int32, count: Int32):
         """Publish this CTA's survivors to the row slab; the last CTA to arrive gathers them.
 
         Returns ``(total, finish)``: the row's survivor count and whether this CTA finishes
@@ -777,6 +797,7 @@ class StreamingTopK:
             before = cute.arch.atomic_add(header, Uint64(count))
             ctl[Ctl.BCAST] = Int32(before & Uint64(0xFFFFFFFF))
         cute.arch.barrier()
+        self._stamp(paths, "reserve")
         slab_base = ctl[Ctl.BCAST]
         kept = cutlass.min(count, Int32(cfg.capacity))
         for i in cutlass.range(tid, kept, cfg.threads):
@@ -787,6 +808,7 @@ class StreamingTopK:
         # Every writer fences before the barrier, so the arrival below releases all of them.
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier()
+        self._stamp(paths, "publish")
         if tid == 0:
             seen = cute.arch.atomic_add(header, Uint64(1 << 32), sem="acq_rel", scope="gpu")
             last = Int32(seen >> Uint64(32)) == parts - 1
@@ -797,6 +819,7 @@ class StreamingTopK:
                 ctl[Ctl.TOTAL] = Int32(seen & Uint64(0xFFFFFFFF))
                 cute.arch.store(header, Uint64(0))
         cute.arch.barrier()
+        self._stamp(paths, "arrive")
         finish = ctl[Ctl.LAST] == 1
         total = ctl[Ctl.TOTAL]
         if finish:
@@ -812,4 +835,5 @@ class StreamingTopK:
                     max_ptr = cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
                     cute.arch.atomic_max(max_ptr, top)
             cute.arch.barrier()
+            self._stamp(paths, "gather")
         return total, finish

@@ -1,0 +1,41 @@
+"""``tools/time_split_phases.py`` reads a split row's phases off its CTAs' stamps (CPU)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
+
+from gvr_kernels.streaming.config import STAMP_WORDS, STAMPS  # noqa: E402
+from time_split_phases import WRAP, phases  # noqa: E402
+
+
+def _cta(t0: int, steps: list[int]) -> np.ndarray:
+    row = np.zeros(STAMP_WORDS, dtype=np.int64)
+    t = t0
+    for i, dt in enumerate(steps):
+        t += dt
+        row[i] = t % WRAP
+    return row
+
+
+def test_phases_of_the_finishing_cta():
+    # CTA 1 enters 300 ns after CTA 0 (past the timer's wrap) and finishes the row; CTA 0
+    # stops at its arrival.
+    upto_arrive = STAMPS.index("arrive") + 1
+    a = _cta(WRAP - 250, [0, 100, 200, 300, 400, 50, 60, 70][:upto_arrive])
+    b = _cta(WRAP + 50, [0, 110, 210, 310, 410, 51, 61, 71, 500, 900])
+    st = np.stack([a, b, np.zeros(STAMP_WORDS, np.int64)])
+    ph = phases(st, grid=3, parts=2)
+    assert ph["entry"] == 300 and st[1, 0] == 50
+    assert [ph[s] for s in STAMPS[1:]] == [110, 210, 310, 410, 51, 61, 71, 500, 900]
+    assert ph["total"] == 300 + sum([110, 210, 310, 410, 51, 61, 71, 500, 900])
+    assert ph["others"] == sum([0, 100, 200, 300, 400, 50, 60, 70])  # CTA 0's arrival
+    # no finishing CTA (or two): no reading
+    assert phases(st[[0, 0]], grid=2, parts=2) is None
+    assert phases(st[[1, 1]], grid=2, parts=2) is None
