@@ -108,6 +108,25 @@ def test_prefill_windows_dense_rows_and_buffers(dtype):
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_prefill_values_of_windows_clamped_at_the_row_ends(dtype):
+    """A window starting before column 0 (or past the width) is clamped, and its indices and
+    values count from the clamped start, exactly as the float32 call of the widened row."""
+    g = torch.Generator().manual_seed(11)
+    x = _rows(dtype, 4, 300, "specials", g)
+    s = torch.tensor([-5, -(2**31), 299, 400], dtype=torch.int32)
+    e = torch.tensor([40, 300, 2**31 - 1, 500], dtype=torch.int32)
+    kw = dict(return_values=True, sorted=True, deterministic=True)
+    out, values = gvr_dispatch.topk_prefill(x, s, e, 16, **kw)
+    want, want_values = gvr_dispatch.topk_prefill(x.float(), s, e, 16, **kw)
+    assert torch.equal(out, want)
+    hit = out >= 0
+    got_bits = values.float().view(torch.int32)
+    assert torch.equal(got_bits[hit], want_values.view(torch.int32)[hit])
+    assert bool((values[~hit] == torch.finfo(dtype).min).all())
+    assert int(hit[0].sum()) == 16 and int(hit[2].sum()) == 1 and int(hit[3].sum()) == 0
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
 def test_deterministic_ties_take_the_smallest_indices(dtype):
     x = torch.zeros(3, 500, dtype=dtype)
     x[1, ::5] = 1.0

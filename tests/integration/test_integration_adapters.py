@@ -361,6 +361,13 @@ def test_flashinfer_windows_clamp_to_the_width():
     idx, _ = flashinfer.top_k_varlen(logits, lens, 8, row_starts=starts, absolute_indices=True)
     assert sorted(idx[0, :5].tolist()) == [45, 46, 47, 48, 49] and bool((idx[0, 5:] == -1).all())
     assert bool((idx[1:] == -1).all()), "windows at or past the width are empty"
+    # start + length past int32: the end is still the width (no wrap to a negative end)
+    big = torch.tensor([2**31 - 5, 2**31 - 1, 5], dtype=torch.int32)
+    near = torch.tensor([10, 0, -(2**31)], dtype=torch.int32)
+    idx, _ = flashinfer.top_k_varlen(logits, big, 3, row_starts=near, absolute_indices=True)
+    assert sorted(idx[0].tolist()) == sorted((torch.topk(logits[0, 10:], 3).indices + 10).tolist())
+    assert sorted(idx[1].tolist()) == sorted(torch.topk(logits[1], 3).indices.tolist())
+    assert bool((idx[2] == -1).all()), "a start before column 0 with a short length is empty"
     with pytest.raises(ValueError, match="windowed"):
         flashinfer.top_k_varlen(logits, lens, 8, row_starts=starts, compress_ratio=4)
 

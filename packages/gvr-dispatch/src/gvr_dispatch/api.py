@@ -94,14 +94,16 @@ def topk_decode(
     scores, clamped to ``width``.
 
     Args:
-        logits: float32 ``[batch * next_n, width]`` (compressed KV positions).
+        logits: float32, bfloat16 or float16 ``[batch * next_n, width]`` (compressed KV
+            positions).
         kv_lens: int32 ``[batch]``, contiguous: each request's total KV length in
             *uncompressed* tokens (the step's new tokens included).
         k: top-K size (see the module docstring).
         next_n: rows per request (MTP draft tokens + 1), ``>= 1``.
         compress_ratio: KV compression ratio, a power of two ``>= 1``.
         out: optional int32 ``[rows, k]`` contiguous buffer for the indices.
-        values: optional float32 ``[rows, k]`` contiguous buffer for the values.
+        values: optional ``[rows, k]`` contiguous buffer for the values, in the logits dtype
+            or float32.
         return_values: also return values without a ``values`` buffer.
         max_seq_len: optional upper bound on ``kv_lens`` in uncompressed tokens (e.g. the
             engine's maximum sequence length), to tighten the launch envelope below the
@@ -166,16 +168,17 @@ def topk_prefill(
     """Top-K of every prefill row over its window ``[row_starts[r], row_ends[r])``.
 
     Args:
-        logits: float32 ``[rows, width]``.
-        row_starts, row_ends: int32 ``[rows]``, contiguous, in logits columns; on CUDA a window
-            is clamped to ``s = clamp(row_starts, 0, width)``, ``e = clamp(row_ends, s, width)``
-            (not checked on the host: that would read device memory).
+        logits: float32, bfloat16 or float16 ``[rows, width]``.
+        row_starts, row_ends: int32 ``[rows]``, contiguous, in logits columns; a window is
+            clamped to ``s = clamp(row_starts, 0, width)``, ``e = clamp(row_ends, s, width)``
+            on either device (on CUDA not checked on the host: that would read device
+            memory).
         k, out, values, return_values, workspace, deterministic, sorted, block_max: as in
             :func:`topk_decode` (``block_max`` blocks are of the physical row's columns, so a
             window meets partial blocks at its ends).
 
     Returns:
-        ``out`` (int32 ``[rows, k]``, window-local: column ``- row_starts[r]``), or
+        ``out`` (int32 ``[rows, k]``, window-local: column ``- s``, the clamped start), or
         ``(out, values)``.
 
     Raises:
@@ -214,8 +217,8 @@ def topk(
     ``[0, width]``), or from the whole row when ``lengths`` is None.
 
     Args:
-        logits: float32 ``[rows, width]``.
-        k: top-K size; may be None when ``out`` gives it.
+        logits: float32, bfloat16 or float16 ``[rows, width]``.
+        k: top-K size; may be None when ``out`` or ``values`` gives it.
         lengths: optional int32 ``[rows]``, contiguous.
         out, values, return_values, workspace, deterministic, sorted, block_max: as in
             :func:`topk_decode`.

@@ -556,7 +556,8 @@ class Dispatcher:
         else:
             pos = out.long()
             if starts is not None:
-                pos = pos + starts.long()[:, None]
+                # window-local indices count from the clamped start (as the kernels do)
+                pos = pos + starts.long().clamp(0, width)[:, None]
             # Gathered through the integer view: bit for bit (NaN payloads included).
             bits = torch.gather(logits.view(torch.int16), 1, pos.clamp(0, width - 1))
             picked = bits.view(dt).to(vdt)

@@ -331,7 +331,8 @@ def topk_prefill(
             :func:`topk_decode`.
 
     Returns:
-        ``out`` (int32 ``[rows, k]``, window-local: column ``- row_starts[r]``), or
+        ``out`` (int32 ``[rows, k]``, window-local: column ``- clamp(row_starts[r], 0,
+        width)``), or
         ``(out, values)``.
 
     Raises:

@@ -131,7 +131,8 @@ def top_k_varlen(
                 f"windowed calls need seq_lens and row_starts of shape ({rows},), got "
                 f"{tuple(seq_lens.shape)} and {tuple(row_starts.shape)}"
             )
-        row_ends = row_starts + seq_lens
+        # The end in int64, clamped to the width, so start + length cannot wrap in int32.
+        row_ends = (row_starts.long() + seq_lens.long()).clamp(-(2**31), width).to(torch.int32)
         result = ops.topk_prefill(
             logits,
             row_starts,
