@@ -307,6 +307,25 @@ def test_workspace_object_accepted():
     assert compiler.calls[-1]["ws_ptr"] == ws.tensor.data_ptr()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_out_and_values_must_not_share_memory(dtype):
+    """Both buffers are written, so ones that overlap are refused before either is."""
+    logits = torch.randn(ROWS, WIDTH).to(dtype)
+    buf = torch.full((2 * ROWS * K,), SENTINEL_OUT, dtype=torch.int32)
+    out = buf[: ROWS * K].view(ROWS, K)
+    vdt = torch.float32
+    same = out.view(vdt)
+    shifted = buf[ROWS * K // 2 : ROWS * K // 2 + ROWS * K].view(ROWS, K).view(vdt)
+    for values in (same, shifted):
+        with pytest.raises(ValueError, match="out and values must not share memory"):
+            gvr_dispatch.topk(logits, K, out=out, values=values)
+        assert bool((buf == SENTINEL_OUT).all())
+    # the two halves of one allocation are fine
+    apart = buf[ROWS * K :].view(ROWS, K).view(vdt)
+    got, vals = gvr_dispatch.topk(logits, K, out=out, values=apart, sorted=True)
+    assert torch.equal(vals, torch.topk(logits.float(), K).values)
+
+
 # ---------------------------------------------------------------------- the functions directly
 def test_validation_functions_directly():
     with pytest.raises(ValueError, match="k must be <= 2048"):

@@ -42,6 +42,7 @@ from .validation import (
     KERNEL_MAX_WIDTH,
     check_compress_ratio,
     check_cpu_k,
+    check_disjoint,
     check_flag,
     check_index_tensor,
     check_kernel_k,
@@ -546,6 +547,9 @@ class Dispatcher:
         if values is not None:
             k = resolve_k(k, out, values)
             check_output(values, "values", values.dtype, logits.device, rows, k)
+            if out is not None:
+                check_output(out, "out", torch.int32, logits.device, rows, k)
+                check_disjoint(out, "out", values, "values")
         out = call(padded_copy(logits, rows, width), k, out)
         if not (return_values or values is not None):
             return out
@@ -606,6 +610,8 @@ class Dispatcher:
             ok = (dtype, _f32)
             vdt = values.dtype if isinstance(values, _Tensor) and values.dtype in ok else dtype
             check_output(values, "values", vdt, device, rows, k)
+            if out is not None:
+                check_disjoint(out, "out", values, "values")
         return k, return_values or values is not None
 
     def _check_block_max(self, block_max, logits, rows, width, windows) -> None:

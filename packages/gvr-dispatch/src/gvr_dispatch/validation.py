@@ -34,6 +34,7 @@ __all__ = [
     "check_kernel_width",
     "check_cpu_k",
     "check_output",
+    "check_disjoint",
 ]
 
 #: Largest K the CUDA kernels serve (the CPU engine takes any K >= 1).
@@ -257,3 +258,17 @@ def check_output(
         raise ValueError(f"k={k} disagrees with {name}.shape[1]={shape[1]}")
     if not buf.is_contiguous():
         raise ValueError(f"{name} must be contiguous, got strides {buf.stride()}")
+
+
+def check_disjoint(a: torch.Tensor, name_a: str, b: torch.Tensor, name_b: str) -> None:
+    """Two caller buffers (contiguous, already checked) must not share memory: the kernels
+    write both.
+
+    Raises:
+        ValueError: their bytes overlap.
+    """
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    if a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size():
+        raise ValueError(f"{name_a} and {name_b} must not share memory (both are written)")
