@@ -311,6 +311,8 @@ def test_workspace_object_accepted():
 def test_out_and_values_must_not_share_memory(dtype):
     """Both buffers are written, so ones that overlap are refused before either is."""
     logits = torch.randn(ROWS, WIDTH).to(dtype)
+    gvr_dispatch.topk(logits, K)  # warm: later calls may take the CPU path's direct entry
+    kv = torch.full((ROWS,), WIDTH, dtype=torch.int32)
     buf = torch.full((2 * ROWS * K,), SENTINEL_OUT, dtype=torch.int32)
     out = buf[: ROWS * K].view(ROWS, K)
     vdt = torch.float32
@@ -319,7 +321,17 @@ def test_out_and_values_must_not_share_memory(dtype):
     for values in (same, shifted):
         with pytest.raises(ValueError, match="out and values must not share memory"):
             gvr_dispatch.topk(logits, K, out=out, values=values)
+        with pytest.raises(ValueError, match="out and values must not share memory"):
+            gvr_dispatch.topk_decode(logits, kv, out=out, values=values)
         assert bool((buf == SENTINEL_OUT).all())
+    # the kernel path, warm (its inline checks defer such buffers to the general ones)
+    d, _, _ = fake_dispatcher()
+    lg32 = logits.float()
+    warm = torch.empty(ROWS, K), torch.empty(ROWS, K, dtype=torch.int32)
+    d.topk_decode(lg32, kv, out=warm[1], values=warm[0])
+    with pytest.raises(ValueError, match="out and values must not share memory"):
+        d.topk_decode(lg32, kv, out=out, values=same)
+    assert bool((buf == SENTINEL_OUT).all())
     # the two halves of one allocation are fine
     apart = buf[ROWS * K :].view(ROWS, K).view(vdt)
     got, vals = gvr_dispatch.topk(logits, K, out=out, values=apart, sorted=True)

@@ -245,6 +245,9 @@ def direct(
     # serves it. int32 tensors cannot carry it through any public operation.
     if logits.is_neg() or (values is not None and values.is_neg()):
         return None
+    # Both buffers in one allocation: the general path checks that they are disjoint.
+    if out is not None and values is not None and _same_storage(out, values):
+        return None
     try:  # tensors without strided storage (sparse, mkldnn) raise here
         s0, s1 = logits.stride()
         x_address = logits.data_ptr()
@@ -359,3 +362,8 @@ def run_cpu(
         sorted=sorted,
         checked_windows=True,
     )
+
+
+def _same_storage(a, b) -> bool:
+    """Whether two tensors view one allocation (the general path then checks the bytes)."""
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()

@@ -206,6 +206,10 @@ class Dispatcher:
             or values.get_device() != dev
             or values.shape != (rows, k)
             or not values.is_contiguous()
+            or (
+                out is not None
+                and out.untyped_storage().data_ptr() == values.untyped_storage().data_ptr()
+            )
         ):
             return None
         want_values = return_values or values is not None
