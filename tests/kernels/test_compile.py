@@ -71,6 +71,20 @@ def audits(request):
         return dict(zip(wanted, pool.map(_audit, wanted), strict=True))
 
 
+def test_router_covers_every_family_and_core():
+    names = {cfg.name for cfg, _ in CASES}
+    # Every target routes the same configurations, but the 16-CTA clusters only where the
+    # device schedules them (DeviceSpec.max_cluster_size).
+    portable = {c.name for c, _ in CASES if getattr(c, "cluster", 1) <= 8}
+    assert portable < names
+    for arch, spec in COMPILE_TARGETS.items():
+        routed = [c.name for c, a in CASES if a == arch]
+        assert len(routed) == len(set(routed))
+        assert set(routed) == (names if spec.max_cluster_size >= 16 else portable), arch
+    assert any(c.split for c, _ in CASES) and any(not c.split for c, _ in CASES)
+    assert {family_of(c).name for c, _ in CASES} == {"streaming", "register", "cluster"}
+
+
 def test_audit_tiers():
     """CI's tier holds every configuration on the first target; every configuration routed on
     another target is also one of those (only its compile for that target is ``slow``)."""
