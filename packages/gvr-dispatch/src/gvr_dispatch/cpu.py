@@ -64,6 +64,8 @@ from gvr_reference import cpu_engine
 from gvr_reference.cpu_engine import WINDOW_DECODE, WINDOW_FULL, WINDOW_LENGTHS, WINDOW_PREFILL
 from gvr_reference.windows import RowWindows, decode_windows
 
+from .validation import shares_storage
+
 __all__ = [
     "cpu_route",
     "torch_serves",
@@ -246,7 +248,7 @@ def direct(
     if logits.is_neg() or (values is not None and values.is_neg()):
         return None
     # Both buffers in one allocation: the general path checks that they are disjoint.
-    if out is not None and values is not None and _same_storage(out, values):
+    if out is not None and values is not None and shares_storage(out, values):
         return None
     try:  # tensors without strided storage (sparse, mkldnn) raise here
         s0, s1 = logits.stride()
@@ -362,8 +364,3 @@ def run_cpu(
         sorted=sorted,
         checked_windows=True,
     )
-
-
-def _same_storage(a, b) -> bool:
-    """Whether two tensors view one allocation (the general path then checks the bytes)."""
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()

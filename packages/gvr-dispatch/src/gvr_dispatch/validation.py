@@ -35,6 +35,7 @@ __all__ = [
     "check_cpu_k",
     "check_output",
     "check_disjoint",
+    "shares_storage",
 ]
 
 #: Largest K the CUDA kernels serve (the CPU engine takes any K >= 1).
@@ -267,8 +268,13 @@ def check_disjoint(a: torch.Tensor, name_a: str, b: torch.Tensor, name_b: str) -
     Raises:
         ValueError: their bytes overlap.
     """
-    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+    if not shares_storage(a, b):
         return
     a0, b0 = a.data_ptr(), b.data_ptr()
     if a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size():
         raise ValueError(f"{name_a} and {name_b} must not share memory (both are written)")
+
+
+def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors view one allocation (:func:`check_disjoint` then compares bytes)."""
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
