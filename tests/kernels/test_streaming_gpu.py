@@ -14,7 +14,7 @@ import pytest
 from gvr_kernels.routing import route_static
 from gvr_reference import validate
 from gvr_reference.ladder import row_plan
-from gvr_reference.model import ModelConfig, Path, sample_positions, simulate_row
+from gvr_reference.model import ModelConfig, Path, sample_positions, simulate_row, split_bins
 from gvr_reference.ragged import MIN_PART, ragged_parts
 from gvr_reference.windows import RowWindows
 from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
@@ -343,8 +343,11 @@ def test_ragged_split_families(kp, family):
 
 
 def test_split_workspace_counters_are_restored(kp):
-    """The last CTA of each split row restores the row's counters (arrivals, slab fill) to
-    zero, so the next launch or graph replay finds them clean; the slab itself is scratch."""
+    """The last CTA of each split row restores the row's counters (arrivals, slab fill) and
+    its survivor histogram to zero, so the next launch or graph replay finds them clean; the
+    slab itself is scratch."""
+    from gvr_kernels.streaming.config import WS_HEADER_WORDS
+
     kp.workspace.fill_(0)
     batch = make_decode_batch(
         rng(8), batch=4, k=1024, width=200000, row_stride=200000, family="gaussian", lengths="full"
@@ -357,9 +360,59 @@ def test_split_workspace_counters_are_restored(kp):
         assert route.parts > 1
         words = route.workspace_words // batch.rows
         headers = kp.workspace[: route.workspace_words].view(torch.int32).view(batch.rows, words)
-        assert int(headers[:, :4].abs().sum()) == 0
-        assert int(headers[:, 4:].abs().sum()) != 0  # the slab was used
+        assert int(headers[:, :WS_HEADER_WORDS].abs().sum()) == 0  # counter and histogram
+        assert int(headers[:, WS_HEADER_WORDS:].abs().sum()) != 0  # the slab was used
         check(batch, out)
+
+
+@pytest.mark.parametrize("rows", [4, 32])
+@pytest.mark.parametrize("det", [False, True])
+@pytest.mark.parametrize("k", [1024, 2048])
+def test_split_rows_meet_on_survivor_bins(kp, rows, k, det):
+    """Split rows (static at 4 rows, ragged at 32) that meet on their survivor bins
+    (``gvr_reference.model.split_bins``), with the crossing bin in the middle of the bins, in
+    the saturated top bin (more than ``k`` keys planted above the sample's largest, where the
+    sample does not look), holding a tie class the top ``k`` cuts (the deterministic mode's
+    smallest indices), and on rows of negative scores; with values, every answer exact."""
+    n = 200003
+    route = route_static(kp.spec, rows=rows, n_env=n, k=k, with_values=True, deterministic=det)
+    assert route.parts > 1 and route.config.ragged == (rows >= 32)
+    batch = make_decode_batch(
+        rng(10, rows, k, det), batch=rows, k=k, width=n, row_stride=padded_stride(n),
+        family="gaussian", lengths="full",
+    )  # fmt: skip
+    g = rng(11, rows, k, det)
+    pos, _ = _sampled_positions(n, k, route.ladder)
+    free = np.setdiff1d(np.arange(n), pos)
+    x = batch.logits
+    for r in range(rows):
+        kind = r % 4
+        if kind == 1:  # more than k keys above everything the sample saw
+            at = g.choice(free, 2 * k + 3, replace=False)
+            x[r, at] = 1000.0 + np.arange(2 * k + 3, dtype=np.float32) / 8
+        elif kind == 2:  # a tie class at the k-th score, where the sample does not look
+            x[r] = np.round(x[r] * 64) / 64
+            v = np.sort(x[r])[::-1][k - 10]
+            x[r, g.choice(free[x[r, free] < v], 30, replace=False)] = v
+        elif kind == 3:  # every score negative
+            x[r] = x[r] - np.float32(40.0)
+    parts = np.full(rows, route.parts, np.int64)
+    if route.config.ragged:
+        parts = ragged_parts(np.full(rows, n), route.grid, MIN_PART)
+    bins = [
+        split_bins(x[r], k, ModelConfig(route.ladder, parts=int(parts[r]))) for r in range(rows)
+    ]
+    assert all(b is not None for b in bins)
+    assert any(b.crossing < 255 for b in bins[0::4])
+    assert all(b.crossing == 255 and b.above == 0 and b.count >= k for b in bins[1::4])
+    for r in range(2, rows, 4):
+        top = np.sort(x[r])[::-1]
+        kth = top[k - 1]
+        assert (top[:k] == kth).sum() < (x[r] == kth).sum()  # the top k cut the class
+    _, logits = to_device(batch)
+    kv = torch.from_numpy(batch.kv_lens).cuda()
+    out, val, _, _ = kp.launch("decode", logits, kv, None, k, values=True, det=det)
+    check(batch, out, val, det=det)
 
 
 def test_phase_stamps_of_a_split_row(kp):

@@ -7,12 +7,14 @@ import pytest
 from gvr_reference.keys import order_key
 from gvr_reference.ladder import PY_OPS, LadderParams, row_plan, sample_vector
 from gvr_reference.model import (
+    SPLIT_BINS_MIN_K,
     ModelConfig,
     Path,
     narrow_threshold,
     sample_positions,
     select_rule,
     simulate_row,
+    split_bins,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -160,3 +162,58 @@ def test_model_counts_match_the_keys():
     assert trace.path == Path.FIRST
     assert trace.count1 == int((order_key(x) >= trace.t1).sum())
     assert 512 <= trace.count1 <= SINGLE.capacity
+
+
+@pytest.mark.parametrize("k", [1024, 2048])
+@pytest.mark.parametrize("shape", ["gaussian", "heavy_tail", "negative", "ties"])
+def test_split_bins_take_the_top_keys_above_the_crossing_bin(k, shape):
+    """The survivor bins of a split row: the keys in the bins above the crossing bin are
+    exactly the ``above`` largest, all of them in the top ``k``, and the crossing bin holds
+    the ``k``-th; the top ``k`` are those plus the rule among the crossing bin's keys."""
+    g = np.random.default_rng([21, k, len(shape)])
+    n = 200003
+    x = g.standard_normal(n).astype(np.float32)
+    if shape == "heavy_tail":
+        x[g.choice(n, 3 * k, replace=False)] = 1e4 * g.random(3 * k).astype(np.float32) + 50
+    elif shape == "negative":
+        x -= np.float32(40.0)
+    elif shape == "ties":
+        x = np.round(x * 64) / 64
+    params = LadderParams(capacity=16384, sample_max=8192, aim_mult=3)
+    bins = split_bins(x, k, ModelConfig(params, parts=25))
+    assert bins is not None
+    assert split_bins(x, k, ModelConfig(params, parts=1)) is None
+    keys = order_key(x).astype(np.int64)
+    t1 = simulate_row(x, k, ModelConfig(params, parts=25)).t1
+    survivor = keys >= t1
+    b = np.where(survivor, np.minimum((keys - t1) >> bins.shift, 255), -1)
+    assert (b > bins.crossing).sum() == bins.above < k <= bins.above + bins.count
+    assert (b == bins.crossing).sum() == bins.count
+    kth = np.sort(keys)[::-1][k - 1]
+    assert keys[b > bins.crossing].min(initial=2**32) > kth
+    assert ((b == bins.crossing) & (keys == kth)).any()
+    assert np.diff(b[np.argsort(keys, kind="stable")]).min() >= 0  # non-decreasing in the key
+
+
+def test_split_bins_only_for_rows_that_meet_on_them():
+    """No bins for a crowded rung, too few survivors, or too many for the staging."""
+    params = LadderParams(capacity=16384, sample_max=8192, aim_mult=3)
+    cfg = ModelConfig(params, parts=8)
+    g = np.random.default_rng(22)
+    n, k = 131072, 2048
+    x = g.standard_normal(n).astype(np.float32)
+    plan = row_plan(n, k, 0, params)
+    pos = sample_positions(plan, 4)
+    crowded = x.copy()
+    crowded[g.random(n) < 0.3] = 7.0
+    under = x.copy()
+    under[pos] = 1000.0 + np.arange(pos.size, dtype=np.float32)
+    over = x.copy()
+    free = np.setdiff1d(np.arange(n), pos)
+    over[free[: params.capacity + 5]] = 50.0 + np.arange(params.capacity + 5) / 1024
+    for row, path in ((crowded, None), (under, Path.RESCUE_UNDERESTIMATE), (over, None)):
+        assert split_bins(row.astype(np.float32), k, cfg) is None
+        if path is not None:
+            assert simulate_row(row.astype(np.float32), k, cfg).path == path
+    assert split_bins(x, k, cfg) is not None
+    assert split_bins(x, SPLIT_BINS_MIN_K - 1, cfg) is None  # below the K the bins pay from

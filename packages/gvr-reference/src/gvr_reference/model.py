@@ -63,7 +63,15 @@ __all__ = [
     "select_rule",
     "simulate_row",
     "simulate_windows",
+    "SplitBins",
+    "split_bins",
+    "SPLIT_BINS_MIN_K",
 ]
+
+#: Split rows meet on their survivor bins (:func:`split_bins`) from this K on: at K = 512 the
+#: radix levels over the gathered survivors (about ``3 * K`` of them) measured faster (H200,
+#: ``benchmarks/results/h200/bench_grid_bins.json`` against ``bench_grid_fma.json``).
+SPLIT_BINS_MIN_K = 1024
 
 RADIX_BITS = 8
 NUM_BINS = 1 << RADIX_BITS
@@ -342,6 +350,58 @@ def simulate_row(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) ->
     if count2 > p.capacity:
         return RowTrace(Path.RESCUE_OVERFLOW, **common)
     return RowTrace(Path.RETRY, **common)
+
+
+@dataclass(frozen=True)
+class SplitBins:
+    """The survivor bins of a split row that met on them (:func:`split_bins`).
+
+    Attributes:
+        shift: the bins' shift: a survivor key ``x`` (``>= t1``) lies in bin
+            ``min((x - t1) >> shift, 255)``.
+        crossing: the crossing bin of ``k``: the highest bin whose suffix count reaches ``k``.
+        above: survivors in the bins above it (``< k``): all of them are selected.
+        count: survivors in the crossing bin (``above + count >= k``): the selection among
+            them is the rule for the ``k - above`` slots left.
+    """
+
+    shift: int
+    crossing: int
+    above: int
+    count: int
+
+
+def split_bins(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) -> SplitBins | None:
+    """The survivor bins a split row meets on (the CPU twin of the streaming kernel's binned
+    meet, ``StreamingTopK._split_meet``), or None for a row that does not meet on them.
+
+    A row cut across CTAs (``cfg.parts > 1``), with ``k >= SPLIT_BINS_MIN_K``, whose first
+    rung ``t1`` came from its sample (not crowded) and kept between ``k`` and the capacity of
+    survivors: the bins span the
+    keys from ``t1`` to the sample's largest in 256 bins (``shift`` as one radix level of
+    that range), the survivors above the largest saturating into the top bin. The bin is
+    non-decreasing in the key, so the survivors above the crossing bin are among the top
+    ``k`` and only the crossing bin is narrowed further.
+
+    Args:
+        values: float32 [n], the row's valid window (as :func:`simulate_row`).
+        k: top-K size.
+        cfg: the kernel configuration.
+        lead: window start modulo ``cfg.params.vec``.
+    """
+    trace = simulate_row(values, k, cfg, lead)
+    if cfg.parts <= 1 or k < SPLIT_BINS_MIN_K or trace.path != Path.FIRST or trace.crowded:
+        return None
+    plan = row_plan(int(values.shape[0]), k, lead, cfg.params)
+    fmt = key_format(cfg.dtype)
+    keys = format_keys(np.ascontiguousarray(values, dtype=np.float32), fmt).astype(np.int64)
+    smax = int(_sample_keys(keys.astype(np.uint32), plan, lead, cfg.params.vec).max())
+    t1 = int(trace.t1)
+    shift = max(bitlen(max(smax, t1) - t1) - RADIX_BITS, 0)
+    survivors = keys[keys >= t1]
+    hist = np.bincount(np.minimum((survivors - t1) >> shift, NUM_BINS - 1), minlength=NUM_BINS)
+    crossing, above = _crossing(hist, k)
+    return SplitBins(shift, crossing, above, int(hist[crossing]))
 
 
 def simulate_windows(

@@ -45,6 +45,7 @@ class Ctl:
     THR = 12  # streaming: the rung, kept here across the streaming pass (Uint32 bits)
     N = 13  # streaming: the row length, kept here across the streaming pass
     BIAS = 14  # bracket families: float32 bits of the bracket's bias (reread by the emission)
+    SMAX = 14  # streaming split: largest sample key (the survivor bins' span; BIAS's word)
     CMIN = 15  # register family, bracket: complement of the crossing bin's smallest key
     CMAX = 16  # register family, bracket: the crossing bin's largest key
     SCALE = 17  # bracket families: float32 bits of the bracket's scale (reread by the emission)

@@ -29,11 +29,15 @@ def load_sample(
     fmt: cutlass.Constexpr = F32,
     runmax=None,
     policy=None,
+    smax=None,
 ):
     """Keys of the sampled vectors (``fmt.vec`` scores each) into shared ``sample``; lanes
     before the window get key 0. With ``runmax`` (a shared array of ``sample_max // (4 *
     fmt.vec)`` words), also the largest key of each run of four sampled vectors (the four
     lanes holding a run meet by two butterfly shuffles; the first writes it).
+
+    With ``smax`` (a pointer to a shared uint32 word, zero before), also the largest sample
+    key, by one atomic maximum per warp (visible after the caller's next CTA barrier).
 
     Every thread issues all its sample loads before using any (addresses of missing vectors
     are clamped to vector 0 and their data discarded).
@@ -47,6 +51,7 @@ def load_sample(
         ok = t < plan.sample_vecs
         v = cutlass.select_(ok, sample_vector(t, plan.sample_step), Int32(0))
         regs.append(load_vec4(base + Int64(v) * Int64(vec), policy))
+    largest = Uint32(0)
     for s in cutlass.range_constexpr(per_thread):
         t = s * threads + tid
         top = Uint32(0)
@@ -59,12 +64,18 @@ def load_sample(
                 sample[t * vec + q] = key
                 if cutlass.const_expr(runmax is not None):
                     top = cutlass.max(top, key)
+                if cutlass.const_expr(smax is not None):
+                    largest = cutlass.max(largest, key)
         if cutlass.const_expr(runmax is not None):
             # a run is four consecutive t: four consecutive lanes of one warp
             top = cutlass.max(top, Uint32(cute.arch.shuffle_sync_bfly(top, offset=1)))
             top = cutlass.max(top, Uint32(cute.arch.shuffle_sync_bfly(top, offset=2)))
             if ((t & 3) == 0) & (t < plan.sample_vecs):
                 runmax[t >> 2] = top
+    if cutlass.const_expr(smax is not None):
+        largest = Uint32(cute.arch.warp_redux_sync(largest, "umax"))
+        if cute.arch.lane_idx() == 0:
+            cute.arch.atomic_max(smax, largest)
 
 
 @cute.jit

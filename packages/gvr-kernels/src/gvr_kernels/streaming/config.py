@@ -27,6 +27,7 @@ __all__ = [
     "CTL_WORDS",
     "CTL_ALLOC",
     "WS_HEADER_WORDS",
+    "WS_HIST_AT",
     "SMEM_ALIGN",
     "SKIP_MASK_WORDS",
     "STAMPS",
@@ -39,10 +40,14 @@ HIST_BINS = 256
 CTL_WORDS = 16
 #: ... and allocated by a ragged split (its assignment words follow the zeroed ones).
 CTL_ALLOC = 24
-#: Per-row words of the split workspace before the survivor slab: one 64-bit counter (the
-#: survivors reserved in its low half, the arriving CTAs in its high half), then two pad words
-#: (the workspace is 16-byte aligned, so each row's counter is 8-byte aligned).
-WS_HEADER_WORDS = 4
+#: Per-row words of the split workspace before the survivor slab, zero on entry and zero
+#: again on exit: one 64-bit counter (the survivors reserved in its low half, the arriving
+#: CTAs in its high half), two pad words (the workspace is 16-byte aligned, so each row's
+#: counter is 8-byte aligned), then the row's survivor histogram (``HIST_BINS`` counts from
+#: word ``WS_HIST_AT``: every CTA adds its survivors' bins, the finishing CTA reads and
+#: clears them). The slab after them is scratch.
+WS_HIST_AT = 4
+WS_HEADER_WORDS = WS_HIST_AT + HIST_BINS
 #: Byte alignment of every shared-memory array (16-byte vector access).
 SMEM_ALIGN = 16
 #: Words of a block-skip CTA's live-block mask: one bit per block of ``BLOCK`` columns, so a

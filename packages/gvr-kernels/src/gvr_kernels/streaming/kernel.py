@@ -56,10 +56,10 @@ import cutlass.cute as cute
 from cutlass import Boolean, Int32, Int64, Uint32, Uint64, const_expr
 from gvr_reference.blockskip import BLOCK, GATE_64THS, SKIPPED
 from gvr_reference.ladder import row_plan
-from gvr_reference.model import Path, crowd_min_ties
+from gvr_reference.model import SPLIT_BINS_MIN_K, Path, crowd_min_ties
 from gvr_reference.ragged import MIN_PART, UNIT
 
-from ..device import shared
+from ..device import radix, shared, warp
 from ..device.keys import (
     KEY_MAX,
     above_bound,
@@ -75,7 +75,13 @@ from ..device.layout import Ctl, EmitArgs, Goal, Rank, Source, Window
 from ..device.memory import l2_policy, load_coherent, load_scalar, load_score, load_vec4_if
 from ..device.ops import DEVICE_OPS
 from ..device.sampling import load_sample
-from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
+from ..device.select import (
+    emit_rule,
+    emit_ties_in_order,
+    narrow,
+    select_and_emit,
+    write_slot,
+)
 from ..device.shared import record_path
 from ..device.staging import stage_selected
 from ..device.tiles import load_tile, prefetch_vectors
@@ -89,10 +95,15 @@ from .config import (
     STAMP_WORDS,
     STAMPS,
     WS_HEADER_WORDS,
+    WS_HIST_AT,
     StreamingConfig,
 )
 
-__all__ = ["StreamingTopK", "allocate_shared"]
+__all__ = ["StreamingTopK", "allocate_shared", "GATHER_GROUP"]
+
+#: Slab entries a thread of the finishing CTA loads before it bins any of them (a pass over
+#: the slab is bound by the L2 round trips of its loads).
+GATHER_GROUP = 8
 
 
 @cute.jit
@@ -127,8 +138,8 @@ class StreamingTopK:
       that dtype, unused); ``-FLT_MAX`` (the dtype's most negative finite value) beside
       ``-1``.
     - ``workspace``: uint32, at least ``rows * workspace_words_per_row`` words when ``split``
-      (else unused); each row's 4 header words must be zero on entry and are zero again on
-      exit.
+      (else unused); each row's ``WS_HEADER_WORDS`` header words (the counter and the
+      survivor histogram) must be zero on entry and are zero again on exit.
     - ``paths``: int32 ``(rows,)`` path codes when ``record_paths`` (else unused).
     - ``k``, ``next_n``, ``cr_shift`` (``log2(compress_ratio)``), ``parts`` (CTAs per row; 1
       unless ``split``).
@@ -373,9 +384,14 @@ class StreamingTopK:
                 runmax = sh.runmax
             # With l2_hints the sampled lines stay in L2 until the pass reads them again.
             policy = l2_policy("evict_last") if const_expr(cfg.l2_hints) else None
+            # Split rows: the sample's largest key spans the survivor bins (_bin_shift).
+            smax = None
+            if const_expr(cfg.split):
+                smax = cute.recast_ptr(sh.ctl.iterator + Ctl.SMAX, dtype=Uint32)
             load_sample(
-                cfg.threads, cfg.sample_max, sh.sample, base, lead, plan, fmt, runmax, policy
-            )
+                cfg.threads, cfg.sample_max, sh.sample, base, lead, plan, fmt, runmax, policy,
+                smax,
+            )  # fmt: skip
             cute.arch.barrier()
             self._stamp(paths, "sample")
             thr_key, ties, _ = narrow(
@@ -442,16 +458,42 @@ class StreamingTopK:
             row = bid // parts
 
         finish = Boolean(True)
+        # A split row whose rung came from its sample (every CTA alike) meets on the survivor
+        # bins from K = SPLIT_BINS_MIN_K on (gvr_reference.model.split_bins); ``staged_bin``:
+        # the finishing CTA emitted the ``above`` keys above the crossing bin and staged the
+        # bin's keys (all at least ``bin_lo``).
+        binned = (code == Int32(Path.FIRST)) & (k >= SPLIT_BINS_MIN_K)
+        staged_bin = Boolean(False)
+        above = Int32(0)
+        bin_lo = Uint32(0)
         if const_expr(cfg.ragged):
             # A row of one CTA runs as on one CTA per row (the retry rung included).
             if parts > 1:
-                count, finish = self._split_meet(sh, workspace, paths, row, parts, count)
+                count, finish, staged_bin, above, bin_lo = self._split_meet(
+                    sh, workspace, paths, out, values, row, parts, count, k, thr_key, binned
+                )  # fmt: skip
             else:
                 self._staged_max(sh, count)
         elif const_expr(cfg.split):
-            count, finish = self._split_meet(sh, workspace, paths, row, parts, count)
+            count, finish, staged_bin, above, bin_lo = self._split_meet(
+                sh, workspace, paths, out, values, row, parts, count, k, thr_key, binned
+            )  # fmt: skip
 
-        if finish:
+        if finish & staged_bin:
+            # The crossing bin's keys are staged: the rule among them for the slots left.
+            m = sh.ctl[Ctl.CNT]
+            max_key = Uint32(sh.ctl[Ctl.MAXKEY])
+            thr_x, need_eq, count_thr = narrow(
+                cfg, sh, win, Source.STAGE, Rank.BY_KEY, Goal.SELECT, k - above, bin_lo, max_key,
+                Uint32(0), m,
+            )  # fmt: skip
+            emit_rule(
+                cfg, sh, win, Source.STAGE, out, values, row, k, thr_x, need_eq, count_thr, m,
+                gt_start=above,
+            )  # fmt: skip
+            self._record(paths, row, code | skipped, parts)
+            self._stamp(paths, "finish")
+        elif finish:
             crowded = code == Int32(Path.TIE)
             if crowded:
                 code = Int32(Path.FIRST)
@@ -775,19 +817,44 @@ class StreamingTopK:
 
     # ------------------------------------------------------------------ split rows
     @cute.jit
-    def _split_meet(self, sh, workspace, paths, row: Int32, parts: Int32, count: Int32):
+    def _split_meet(
+        self, sh, workspace, paths, out, values, row: Int32, parts: Int32, count: Int32,
+        k: Int32, thr_key: Uint32, binned: Boolean,
+    ):  # fmt: skip
         """Publish this CTA's survivors to the row slab; the last CTA to arrive gathers them.
 
-        Returns ``(total, finish)``: the row's survivor count and whether this CTA finishes
-        the row (its staging then holds the whole slab when ``total <= capacity``).
+        ``binned`` (CTA-uniform, alike in every CTA of the row: the rung came from the row's
+        sample): each CTA also adds its survivors' counts in the row's survivor bins
+        (:meth:`_survivor_bin`) to the row's histogram in the workspace. When the row's total
+        is in ``[k, capacity]``, the finishing CTA finds the crossing bin of that histogram,
+        emits every survivor above the bin while it reads the slab, and stages only the
+        bin's survivors (``ctl[Ctl.CNT]`` of them, the largest key in ``ctl[Ctl.MAXKEY]``);
+        otherwise it stages the whole slab when it fits.
+
+        Returns ``(total, finish, staged_bin, above, bin_lo)``: the row's survivor count,
+        whether this CTA finishes the row, whether it staged the crossing bin only (then the
+        ``above`` survivors above the bin fill output slots ``[0, above)``, and every staged
+        key is at least ``bin_lo``).
         """
         cfg = self.cfg
+        fmt = cfg.key_format
         ctl = sh.ctl
         tid, _, _ = cute.arch.thread_idx()
         words = cfg.workspace_words_per_row
         ws_row = workspace.iterator + Int64(row) * Int64(words)
+        ws_hist = ws_row + WS_HIST_AT
         slab_bits = ws_row + WS_HEADER_WORDS
         slab_idx = ws_row + (WS_HEADER_WORDS + cfg.capacity)
+        kept = cutlass.min(count, Int32(cfg.capacity))
+
+        shift = Uint32(0)
+        if binned:
+            # (complete at the reservation's barrier below)
+            smax = Uint32(ctl[Ctl.SMAX])
+            shift = radix.level_shift(thr_key, cutlass.max(smax, thr_key))
+            for i in cutlass.range(tid, kept, cfg.threads):
+                b = self._survivor_bin(order_key(sh.stage_bits[i], fmt), thr_key, shift)
+                cute.arch.atomic_add(sh.hist.iterator + b, Int32(1))
 
         # Header words 0-1 as one 64-bit counter: the fill (survivors reserved) in the low
         # half, the arrivals in the high half, so the arrival that finds every other CTA
@@ -799,12 +866,18 @@ class StreamingTopK:
         cute.arch.barrier()
         self._stamp(paths, "reserve")
         slab_base = ctl[Ctl.BCAST]
-        kept = cutlass.min(count, Int32(cfg.capacity))
         for i in cutlass.range(tid, kept, cfg.threads):
             dst = slab_base + i
             if dst < cfg.capacity:
                 cute.arch.store(slab_bits + dst, sh.stage_bits[i])
                 cute.arch.store(slab_idx + dst, Uint32(sh.stage_idx[i]))
+        if binned:
+            # This CTA's bin counts into the row's histogram; the shared one back to zero.
+            if tid < HIST_BINS:
+                h = sh.hist[tid]
+                if h != Int32(0):
+                    cute.arch.atomic_add(ws_hist + tid, Uint32(h))
+                    sh.hist[tid] = Int32(0)
         # Every writer fences before the barrier, so the arrival below releases all of them.
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier()
@@ -822,9 +895,55 @@ class StreamingTopK:
         self._stamp(paths, "arrive")
         finish = ctl[Ctl.LAST] == 1
         total = ctl[Ctl.TOTAL]
+        staged_bin = Boolean(False)
+        above = Int32(0)
+        bin_lo = Uint32(0)
         if finish:
             cute.arch.fence_acq_rel_gpu()
-            if total <= cfg.capacity:
+            staged_bin = binned & (total >= k) & (total <= cfg.capacity)
+            if binned:
+                # The row's histogram, left zero for the next launch.
+                if tid < HIST_BINS:
+                    sh.hist[tid] = Int32(load_coherent(ws_hist + tid))
+                    cute.arch.store(ws_hist + tid, Uint32(0))
+                cute.arch.barrier()
+            if staged_bin:
+                if tid < 32:
+                    b, ab, hb = radix.find_crossing(sh.hist, k)
+                    if tid == 0:
+                        ctl[Ctl.B] = b
+                        ctl[Ctl.ABOVE] = ab
+                        ctl[Ctl.CNT] = Int32(0)
+                        ctl[Ctl.MAXKEY] = Int32(0)
+                        ctl[Ctl.GT] = Int32(0)
+                cute.arch.barrier()
+                cross = Uint32(ctl[Ctl.B])
+                above = ctl[Ctl.ABOVE]
+                bin_lo = thr_key + (cross << shift)
+                ea = EmitArgs(out, values, row, k, Int32(0), Int32(0), Uint32(0), Uint32(KEY_MAX))
+                # Warp-uniform trip count (slots come from warp ballots); each step has all
+                # its GATHER_GROUP entries' loads in flight before it uses any.
+                group = GATHER_GROUP
+                for ib in cutlass.range(0, total, cfg.threads * group):
+                    got = []
+                    for g in cutlass.range_constexpr(group):
+                        i = ib + g * cfg.threads + tid
+                        ok = i < total
+                        j = cutlass.select_(ok, i, Int32(0))
+                        got.append((load_coherent(slab_bits + j), load_coherent(slab_idx + j), ok))
+                    for bits, pos_bits, ok in got:
+                        pos = Int32(pos_bits)
+                        b = self._survivor_bin(order_key(bits, fmt), thr_key, shift)
+                        self._emit_above(ctl, ea, bits, pos, ok & (b > cross))
+                        stage_selected(
+                            cfg.capacity, sh, [(bits, pos, ok & (b == cross))], False, fmt
+                        )
+                cute.arch.barrier()
+            elif total <= cfg.capacity:
+                if binned:
+                    # (a row outside [k, capacity]: the histogram is unused, but cleared)
+                    if tid < HIST_BINS:
+                        sh.hist[tid] = Int32(0)
                 top = Uint32(0)
                 for i in cutlass.range(tid, total, cfg.threads):
                     bits = load_coherent(slab_bits + i)
@@ -834,6 +953,34 @@ class StreamingTopK:
                 if tid < total:
                     max_ptr = cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
                     cute.arch.atomic_max(max_ptr, top)
+            elif binned:
+                if tid < HIST_BINS:
+                    sh.hist[tid] = Int32(0)
             cute.arch.barrier()
             self._stamp(paths, "gather")
-        return total, finish
+        return total, finish, staged_bin, above, bin_lo
+
+    @cute.jit
+    def _survivor_bin(self, key: Uint32, thr_key: Uint32, shift: Uint32) -> Int32:
+        """The survivor bin of a key at or above the rung: ``(key - thr_key) >> shift``,
+        keys past the sample's largest saturating into bin 255. Non-decreasing in the key,
+        and computed alike by every CTA (integer operations only), so the finishing CTA's
+        pass over the slab puts each survivor in the bin that counted it."""
+        return Int32(cutlass.min((key - thr_key) >> shift, Uint32(HIST_BINS - 1)))
+
+    @cute.jit
+    def _emit_above(self, ctl, ea, bits: Uint32, pos: Int32, take: Boolean):
+        """Warp-aggregated emission of the keys above the crossing bin: output slots from
+        the cursor ``ctl[Ctl.GT]`` (called by all 32 lanes)."""
+        lane = cute.arch.lane_idx()
+        ballot = cute.arch.vote_ballot_sync(take)
+        if ballot != Uint32(0):
+            base_slot = Int32(0)
+            if lane == 0:
+                base_slot = cute.arch.atomic_add(
+                    ctl.iterator + Ctl.GT, Int32(cute.arch.popc(ballot))
+                )
+            lt = cute.arch.lanemask_lt()
+            slot = warp.broadcast(base_slot, Int32(0)) + Int32(cute.arch.popc(ballot & lt))
+            if take:
+                write_slot(self.cfg, ea, slot, pos, bits)
