@@ -70,7 +70,7 @@ __all__ = [
 
 #: Split rows meet on their survivor bins (:func:`split_bins`) from this K on: at K = 512 the
 #: radix levels over the gathered survivors (about ``3 * K`` of them) measured faster (H200,
-#: ``benchmarks/results/h200/bench_grid_bins.json`` against ``bench_grid_fma.json``).
+#: ``benchmarks/results/h200/bench_grid_all.json`` against ``bench_grid_head.json``: 3.2 %).
 SPLIT_BINS_MIN_K = 1024
 
 RADIX_BITS = 8

@@ -59,7 +59,7 @@ from gvr_reference.ladder import row_plan
 from gvr_reference.model import SPLIT_BINS_MIN_K, Path, crowd_min_ties
 from gvr_reference.ragged import MIN_PART, UNIT
 
-from ..device import radix, shared, warp
+from ..device import radix, shared
 from ..device.keys import (
     KEY_MAX,
     above_bound,
@@ -83,7 +83,7 @@ from ..device.select import (
     write_slot,
 )
 from ..device.shared import record_path
-from ..device.staging import stage_selected
+from ..device.staging import selection_masks, stage_selected, warp_slots
 from ..device.tiles import load_tile, prefetch_vectors
 from ..device.warp import inclusive_sum
 from ..device.window import row_window, window_column, write_short_row
@@ -103,7 +103,7 @@ __all__ = ["StreamingTopK", "allocate_shared", "GATHER_GROUP"]
 
 #: Slab entries a thread of the finishing CTA loads before it bins any of them (a pass over
 #: the slab is bound by the L2 round trips of its loads).
-GATHER_GROUP = 8
+GATHER_GROUP = 4
 
 
 @cute.jit
@@ -931,13 +931,16 @@ class StreamingTopK:
                         ok = i < total
                         j = cutlass.select_(ok, i, Int32(0))
                         got.append((load_coherent(slab_bits + j), load_coherent(slab_idx + j), ok))
+                    above_l = []
+                    cross_l = []
                     for bits, pos_bits, ok in got:
                         pos = Int32(pos_bits)
                         b = self._survivor_bin(order_key(bits, fmt), thr_key, shift)
-                        self._emit_above(ctl, ea, bits, pos, ok & (b > cross))
-                        stage_selected(
-                            cfg.capacity, sh, [(bits, pos, ok & (b == cross))], False, fmt
-                        )
+                        above_l.append((bits, pos, ok & (b > cross)))
+                        cross_l.append((bits, pos, ok & (b == cross)))
+                    # One shared atomic a warp for each list, not one an entry.
+                    self._emit_above(ctl, ea, above_l)
+                    stage_selected(cfg.capacity, sh, cross_l, False, fmt)
                 cute.arch.barrier()
             elif total <= cfg.capacity:
                 if binned:
@@ -969,18 +972,15 @@ class StreamingTopK:
         return Int32(cutlass.min((key - thr_key) >> shift, Uint32(HIST_BINS - 1)))
 
     @cute.jit
-    def _emit_above(self, ctl, ea, bits: Uint32, pos: Int32, take: Boolean):
-        """Warp-aggregated emission of the keys above the crossing bin: output slots from
-        the cursor ``ctl[Ctl.GT]`` (called by all 32 lanes)."""
-        lane = cute.arch.lane_idx()
-        ballot = cute.arch.vote_ballot_sync(take)
-        if ballot != Uint32(0):
-            base_slot = Int32(0)
-            if lane == 0:
-                base_slot = cute.arch.atomic_add(
-                    ctl.iterator + Ctl.GT, Int32(cute.arch.popc(ballot))
-                )
-            lt = cute.arch.lanemask_lt()
-            slot = warp.broadcast(base_slot, Int32(0)) + Int32(cute.arch.popc(ballot & lt))
-            if take:
-                write_slot(self.cfg, ea, slot, pos, bits)
+    def _emit_above(self, ctl, ea, elems):
+        """Emission of a thread's list of ``(bits, pos, take)`` (the keys above the crossing
+        bin): output slots from the cursor ``ctl[Ctl.GT]``, one shared atomic a warp for the
+        whole list (called by all 32 lanes)."""
+        masks, cnt, anyone = selection_masks([e[2] for e in elems])
+        if cute.arch.vote_any_sync(anyone != Uint32(0)):
+            slot = warp_slots(ctl.iterator + Ctl.GT, cnt)
+            for i in cutlass.range_constexpr(len(elems)):
+                bits, pos, _take = elems[i]
+                if (masks[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
+                    write_slot(self.cfg, ea, slot, pos, bits)
+                    slot = slot + 1
