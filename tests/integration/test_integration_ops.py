@@ -3,6 +3,8 @@ fake implementations, ``opcheck``, the eager bypass, ``torch.compile(fullgraph=T
 
 from __future__ import annotations
 
+import re
+
 import gvr_integration
 import pytest
 import torch
@@ -67,22 +69,72 @@ def test_fake_decode_accepts_metadata_and_writes_nothing():
         assert out.shape == (6, 16) and values.shape == (6, 16)
 
 
-@pytest.mark.parametrize(
-    "bad",
-    ["out_dtype", "out_rows", "values_shape", "kv_count", "logits_dtype"],
-)
-def test_fake_decode_rejects_bad_metadata(bad):
+#: (bad argument, the error eager calls raise for it, a word of its message)
+FAKE_DECODE_BAD = [
+    ("out_dtype", TypeError, "out must be int32"),
+    ("out_rows", ValueError, "out must have 6 rows"),
+    ("out_strided", ValueError, "out must be contiguous"),
+    ("out_empty", ValueError, "k must be >= 1"),
+    ("values_shape", ValueError, "values must have the shape"),
+    ("values_dtype", TypeError, "values must be float32"),
+    ("values_strided", ValueError, "values must be contiguous"),
+    ("kv_count", ValueError, "kv_lens.numel() * next_n"),
+    ("kv_dtype", TypeError, "kv_lens must be int32"),
+    ("kv_2d", ValueError, "kv_lens must be 1-D"),
+    ("logits_dtype", TypeError, "logits must be float32"),
+    ("logits_3d", ValueError, "logits must be 2-D"),
+    ("next_n", ValueError, "next_n must be >= 1"),
+    ("compress_ratio", ValueError, "compress_ratio must be a power of two"),
+    ("max_seq_len", ValueError, "max_seq_len must be >= 0"),
+]
+
+
+@pytest.mark.parametrize("bad,error,words", FAKE_DECODE_BAD, ids=[c[0] for c in FAKE_DECODE_BAD])
+def test_fake_decode_rejects_bad_metadata(bad, error, words):
+    """The fake implementation (what tracing runs) raises what the eager call raises."""
     with FakeTensorMode():
-        logits = torch.empty(6, 300, dtype=torch.float64 if bad == "logits_dtype" else None)
-        kv = torch.empty(4 if bad == "kv_count" else 3, dtype=torch.int32)
+        logits = torch.empty(
+            (6, 300, 1) if bad == "logits_3d" else (6, 300),
+            dtype=torch.float64 if bad == "logits_dtype" else None,
+        )
+        kv = torch.empty(
+            (3, 1) if bad == "kv_2d" else 4 if bad == "kv_count" else 3,
+            dtype=torch.int64 if bad == "kv_dtype" else torch.int32,
+        )
         out = torch.empty(
             5 if bad == "out_rows" else 6,
-            16,
+            0 if bad == "out_empty" else 32 if bad == "out_strided" else 16,
             dtype=torch.int64 if bad == "out_dtype" else torch.int32,
         )
-        values = torch.empty(6, 8 if bad == "values_shape" else 16)
-        with pytest.raises(RuntimeError):
-            torch.ops.gvr.topk_decode(logits, kv, out, values, 2, 1, None)
+        if bad == "out_strided":
+            out = out[:, ::2]
+        values = torch.empty(
+            6,
+            8 if bad == "values_shape" else 32 if bad == "values_strided" else 16,
+            dtype=torch.int32 if bad == "values_dtype" else None,
+        )
+        if bad == "values_strided":
+            values = values[:, ::2]
+        next_n = 0 if bad == "next_n" else 2
+        cr = 3 if bad == "compress_ratio" else 1
+        max_seq_len = -1 if bad == "max_seq_len" else None
+        with pytest.raises(error, match=re.escape(words)):
+            torch.ops.gvr.topk_decode(logits, kv, out, values, next_n, cr, max_seq_len)
+
+
+def test_fake_decode_caps_k_on_cuda_only():
+    """K past the kernels' 2048 is refused for CUDA tensors, as eagerly; the CPU engine takes
+    it."""
+    for device, ok in (("cpu", True), ("cuda", False)):
+        with FakeTensorMode(allow_non_fake_inputs=False):
+            logits = torch.empty(2, 5000, device=device)
+            kv = torch.empty(2, dtype=torch.int32, device=device)
+            out = torch.empty(2, 2049, dtype=torch.int32, device=device)
+            if ok:
+                assert torch.ops.gvr.topk_decode(logits, kv, out) is None
+            else:
+                with pytest.raises(ValueError, match="k must be <= 2048 for CUDA"):
+                    torch.ops.gvr.topk_decode(logits, kv, out)
 
 
 @pytest.mark.parametrize("bad", [None, "dtype", "rows", "blocks"])
@@ -103,7 +155,8 @@ def test_fake_ops_check_block_max(bad):
             if bad is None:
                 assert call() is None
             else:
-                with pytest.raises(RuntimeError, match="block_max"):
+                error = TypeError if bad == "dtype" else ValueError
+                with pytest.raises(error, match="block_max"):
                     call()
 
 
@@ -113,8 +166,10 @@ def test_fake_prefill_rejects_wrong_window_count():
         starts = torch.empty(3, dtype=torch.int32)
         ends = torch.empty(4, dtype=torch.int32)
         out = torch.empty(4, 8, dtype=torch.int32)
-        with pytest.raises(RuntimeError):
+        with pytest.raises(ValueError, match="row_starts must have 4 entries"):
             torch.ops.gvr.topk_prefill(logits, starts, ends, out)
+        with pytest.raises(TypeError, match="row_ends must be int32"):
+            torch.ops.gvr.topk_prefill(logits, ends, ends.long(), out)
 
 
 # ---------------------------------------------------------------------------- opcheck

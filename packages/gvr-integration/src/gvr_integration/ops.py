@@ -4,8 +4,10 @@ The ops are registered with ``torch.library`` in out-parameter form: they fill `
 ``values`` when given) in place and return nothing, so ``torch.compile(fullgraph=True)`` traces
 them as one opaque mutating call and CUDA graphs capture the kernel launch behind them. Both
 have implementations for CPU tensors (the numba CPU engine) and CUDA tensors (the GVR kernels),
-each a call into :mod:`gvr_dispatch`, and a fake implementation that checks shapes and dtypes
-from metadata alone (what tracing and ``torch.library.opcheck`` run)::
+each a call into :mod:`gvr_dispatch`, and a fake implementation that checks shapes, dtypes,
+layouts and the integer arguments from metadata alone (what tracing and
+``torch.library.opcheck`` run), raising the ``TypeError`` / ``ValueError`` the eager call
+raises::
 
     gvr::topk_decode(Tensor logits, Tensor kv_lens, Tensor(a!) out, Tensor(b!)? values=None,
                      int next_n=1, int compress_ratio=1, int? max_seq_len=None,
@@ -31,6 +33,7 @@ import logging
 
 import gvr_dispatch
 import torch
+from gvr_dispatch.validation import KERNEL_MAX_K
 
 __all__ = ["topk_decode", "topk_prefill", "DECODE_SCHEMA", "PREFILL_SCHEMA"]
 
@@ -112,6 +115,10 @@ def _topk_prefill_op(
 
 
 # ---------------------------------------------------------------------------- fake impls
+# The fake implementations raise what the eager calls raise (``gvr_dispatch.validation``): a
+# ``TypeError`` for a wrong dtype, a ``ValueError`` for a wrong shape, layout or value, each
+# naming the argument. ``torch._check_type`` / ``torch._check_value`` take symbolic conditions
+# too (shapes under dynamic tracing).
 def _fake_block_max(logits, block_max) -> None:
     """The block maxima's metadata (``gvr_dispatch.blockmax.check_block_max``'s shape and
     dtype rules), for both fake implementations."""
@@ -119,11 +126,13 @@ def _fake_block_max(logits, block_max) -> None:
         return
     rows, width = logits.shape
     blocks = (width + 31) // 32
-    torch._check(
+    torch._check_type(
         block_max.dtype == torch.float32, lambda: f"block_max must be float32: {block_max.dtype}"
     )
-    torch._check(block_max.dim() == 2, lambda: f"block_max must be 2-D, got {block_max.dim()}-D")
-    torch._check(
+    torch._check_value(
+        block_max.dim() == 2, lambda: f"block_max must be 2-D, got {block_max.dim()}-D"
+    )
+    torch._check_value(
         block_max.shape[0] == rows and block_max.shape[1] == blocks,
         lambda: f"block_max must be [rows, ceil(width / 32)] = [{rows}, {blocks}]",
     )
@@ -131,23 +140,52 @@ def _fake_block_max(logits, block_max) -> None:
 
 def _fake_outputs(logits, out, values) -> None:
     """Metadata checks shared by both fake implementations (shapes may be symbolic)."""
-    torch._check(logits.dim() == 2, lambda: f"logits must be 2-D, got {logits.dim()}-D")
-    torch._check(
+    torch._check_type(
         logits.dtype in (torch.float32, torch.bfloat16, torch.float16),
-        lambda: f"logits must be float32, bfloat16 or float16: {logits.dtype}",
+        lambda: f"logits must be float32, bfloat16 or float16, got {logits.dtype}",
     )
+    torch._check_value(logits.dim() == 2, lambda: f"logits must be 2-D, got {logits.dim()}-D")
     rows = logits.shape[0]
-    torch._check(out.dtype == torch.int32, lambda: f"out must be int32, got {out.dtype}")
-    torch._check(out.dim() == 2, lambda: f"out must be 2-D [rows, k], got {out.dim()}-D")
-    torch._check(out.shape[0] == rows, lambda: f"out must have {rows} rows, got {out.shape[0]}")
-    if values is not None:
-        torch._check(
-            values.dtype in (torch.float32, logits.dtype),
-            lambda: f"values must be float32 or the logits dtype {logits.dtype}",
+    torch._check_type(out.dtype == torch.int32, lambda: f"out must be int32, got {out.dtype}")
+    torch._check_value(out.dim() == 2, lambda: f"out must be 2-D [rows, k], got {out.dim()}-D")
+    torch._check_value(
+        out.shape[0] == rows, lambda: f"out must have {rows} rows, got {out.shape[0]}"
+    )
+    k = out.shape[1]
+    torch._check_value(k >= 1, lambda: f"k must be >= 1, got out.shape[1] = {k}")
+    if out.device.type == "cuda":
+        torch._check_value(
+            k <= KERNEL_MAX_K,
+            lambda: f"k must be <= {KERNEL_MAX_K} for CUDA tensors, got out.shape[1] = {k}",
         )
-        torch._check(
+    torch._check_value(
+        out.is_contiguous(), lambda: f"out must be contiguous, got strides {out.stride()}"
+    )
+    if values is not None:
+        torch._check_type(
+            values.dtype in (torch.float32, logits.dtype),
+            lambda: (
+                f"values must be float32 or the logits dtype {logits.dtype}, got {values.dtype}"
+            ),
+        )
+        torch._check_value(
             values.shape == out.shape,
             lambda: f"values must have the shape of out {tuple(out.shape)}",
+        )
+        torch._check_value(
+            values.is_contiguous(),
+            lambda: f"values must be contiguous, got strides {values.stride()}",
+        )
+
+
+def _fake_index(t, name: str, numel) -> None:
+    """A per-row or per-request int32 input (``kv_lens``, ``row_starts``, ``row_ends``) of
+    ``numel`` entries (any when None)."""
+    torch._check_type(t.dtype == torch.int32, lambda: f"{name} must be int32, got {t.dtype}")
+    torch._check_value(t.dim() == 1, lambda: f"{name} must be 1-D, got {t.dim()}-D")
+    if numel is not None:
+        torch._check_value(
+            t.shape[0] == numel, lambda: f"{name} must have {numel} entries, got {t.shape[0]}"
         )
 
 
@@ -167,12 +205,20 @@ def _topk_decode_fake(
 ):
     _fake_outputs(logits, out, values)
     _fake_block_max(logits, block_max)
-    torch._check(next_n >= 1, lambda: f"next_n must be >= 1, got {next_n}")
-    torch._check(kv_lens.dim() == 1, lambda: "kv_lens must be 1-D")
-    torch._check(kv_lens.dtype == torch.int32, lambda: "kv_lens must be int32")
-    torch._check(
+    torch._check_value(next_n >= 1, lambda: f"next_n must be >= 1, got {next_n}")
+    torch._check_value(
+        compress_ratio >= 1 and compress_ratio & (compress_ratio - 1) == 0,
+        lambda: f"compress_ratio must be a power of two >= 1, got {compress_ratio}",
+    )
+    if max_seq_len is not None:
+        torch._check_value(max_seq_len >= 0, lambda: f"max_seq_len must be >= 0, got {max_seq_len}")
+    _fake_index(kv_lens, "kv_lens", None)
+    torch._check_value(
         kv_lens.shape[0] * next_n == logits.shape[0],
-        lambda: "kv_lens.numel() * next_n must equal logits.shape[0]",
+        lambda: (
+            f"kv_lens.numel() * next_n must equal logits.shape[0]: {kv_lens.shape[0]} * "
+            f"{next_n} != {logits.shape[0]}"
+        ),
     )
 
 
@@ -190,9 +236,8 @@ def _topk_prefill_fake(
 ):
     _fake_outputs(logits, out, values)
     _fake_block_max(logits, block_max)
-    for name, t in (("row_starts", row_starts), ("row_ends", row_ends)):
-        torch._check(t.dim() == 1 and t.dtype == torch.int32, lambda n=name: f"{n}: int32 1-D")
-        torch._check(t.shape[0] == logits.shape[0], lambda n=name: f"{n}: one entry per row")
+    _fake_index(row_starts, "row_starts", logits.shape[0])
+    _fake_index(row_ends, "row_ends", logits.shape[0])
 
 
 # ---------------------------------------------------------------------------- wrappers
