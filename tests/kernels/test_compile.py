@@ -139,6 +139,8 @@ def test_invalid_configs_are_rejected():
         StreamingConfig(prefetch=True)  # a depth in tiles, not a flag
     with pytest.raises(ValueError, match="stamp_phases"):
         StreamingConfig(stamp_phases=True, record_paths=True)
+    with pytest.raises(ValueError, match="stamp_phases"):
+        RegisterConfig(stamp_phases=True, record_paths=True)
     with pytest.raises(ValueError, match="prefetch"):
         StreamingConfig(prefetch=9)
     with pytest.raises(ValueError, match="aim_boost"):

@@ -8,7 +8,11 @@ from dataclasses import dataclass, field
 
 from .abi import fake_kernel_args
 
-__all__ = ["Family", "layout_bytes", "fits_device"]
+__all__ = ["Family", "layout_bytes", "fits_device", "STAMP_WORDS"]
+
+#: Words of the debug ``paths`` tensor each CTA of a ``stamp_phases`` launch owns (every family
+#: that stamps its phases: ``device.shared.stamp_phase``).
+STAMP_WORDS = 16
 
 
 def layout_bytes(layout, align: int) -> int:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, Uint32
+from cutlass import Int32, Int64, Uint32
 
 from .layout import shared_arrays
 
-__all__ = ["allocate_shared", "shared_usage", "ctl_u32", "record_path"]
+__all__ = ["allocate_shared", "shared_usage", "ctl_u32", "record_path", "stamp_phase"]
 
 _DTYPES = {"i32": Int32, "u32": Uint32}
 
@@ -51,3 +51,14 @@ def record_path(cfg: cutlass.Constexpr, paths, row: Int32, code: Int32):
         tid, _, _ = cute.arch.thread_idx()
         if tid == 0:
             paths[row] = code
+
+
+@cute.jit
+def stamp_phase(paths, index: cutlass.Constexpr, words: cutlass.Constexpr):
+    """Thread 0 writes ``%globaltimer`` (ns, its low 31 bits) to word ``words * cta + index``
+    of ``paths``: a phase boundary of a profiling build (``stamp_phases`` configurations;
+    ``tools/time_split_phases.py``, ``tools/time_register_phases.py``)."""
+    tid, _, _ = cute.arch.thread_idx()
+    bid, _, _ = cute.arch.block_idx()
+    if tid == 0:
+        paths[bid * words + index] = Int32(Int64(cute.arch.globaltimer()) & Int64(0x7FFFFFFF))

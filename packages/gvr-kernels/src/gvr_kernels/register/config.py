@@ -16,7 +16,7 @@ from gvr_reference.register_model import BRACKET_BINS, RegisterParams
 
 from ..family import layout_bytes
 
-__all__ = ["RegisterConfig", "MODES", "HIST_BINS", "CTL_WORDS", "SMEM_ALIGN"]
+__all__ = ["RegisterConfig", "MODES", "HIST_BINS", "CTL_WORDS", "SMEM_ALIGN", "STAMPS"]
 
 MODES = ("decode", "prefill", "full")
 #: Histogram words: the bracket histogram's bins (the radix levels use the first 256).
@@ -24,6 +24,13 @@ HIST_BINS = BRACKET_BINS
 CTL_WORDS = 20
 #: Byte alignment of every shared-memory array.
 SMEM_ALIGN = 16
+#: The phase boundaries a ``stamp_phases`` kernel stamps, in the order of their words (of
+#: ``family.STAMP_WORDS`` a CTA): kernel entry; the row loaded (the held scores' bits or keys
+#: and the thread's reductions computed, which waits for the loads); the CTA's reductions
+#: (one barrier); on the bracket path the counting pass and the crossing search; and the row
+#: finished (the emission, and the crossing bin's selection). A stamp between the emission of
+#: the keys above the crossing bin and the rest spilled at 64 registers (1024 x 4).
+STAMPS = ("entry", "load", "reduce", "count", "crossing", "finish")
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,10 @@ class RegisterConfig:
         deterministic: the K-th value's tie class yields its smallest indices.
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
             tensor.
+        stamp_phases: (profiling, never routed) thread 0 of CTA ``c`` writes the low 31 bits
+            of ``%globaltimer`` (ns) at each boundary of :data:`STAMPS` it reaches to word
+            ``STAMP_WORDS * c + i`` of the debug ``paths`` tensor
+            (``tools/time_register_phases.py``); not with ``record_paths``.
         dtype: the logits format, ``"float32"``, ``"bfloat16"`` or ``"float16"``: 16-bit rows
             are held as raw bits, 8 per vector; the bracket bins their exact float32 widening
             and every radix selection works in the 16-bit key space.
@@ -64,6 +75,7 @@ class RegisterConfig:
     with_values: bool = False
     deterministic: bool = False
     record_paths: bool = False
+    stamp_phases: bool = False
     dtype: str = "float32"
 
     #: The family this configuration belongs to (``gvr_kernels.registry``).
@@ -98,6 +110,8 @@ class RegisterConfig:
                 f"capacity must be a multiple of 4 and >= max(threads, {self.max_k}), "
                 f"got {self.capacity}"
             )
+        if self.stamp_phases and self.record_paths:
+            raise ValueError("stamp_phases and record_paths both write the paths tensor")
         _ = self.params  # validates aim_mult
 
     @property
@@ -178,4 +192,6 @@ class RegisterConfig:
             parts.append("det")
         if self.record_paths:
             parts.append("paths")
+        if self.stamp_phases:
+            parts.append("stamps")
         return "_".join(parts)

@@ -81,10 +81,11 @@ from ..device.select import (
     narrow,
     select_and_emit,
 )
-from ..device.shared import record_path
+from ..device.shared import record_path, stamp_phase
 from ..device.staging import packed_warp_slots, stage_selected
 from ..device.window import row_window, write_short_row
-from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, RegisterConfig
+from ..family import STAMP_WORDS
+from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, STAMPS, RegisterConfig
 
 __all__ = ["RegisterTopK", "allocate_shared"]
 
@@ -161,6 +162,7 @@ class RegisterTopK:
         fmt = cfg.key_format
         row, _, _ = cute.arch.block_idx()
         sh, _ = allocate_shared(cfg)
+        self._stamp(paths, "entry")
 
         n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift, fmt)
 
@@ -180,6 +182,7 @@ class RegisterTopK:
                     Uint32(fmt.key_max), n,
                 )  # fmt: skip
                 self._record(paths, row, Int32(Path.WHOLE_ROW))
+        self._stamp(paths, "finish")
 
     # ------------------------------------------------------------------ row bodies
     @cute.jit
@@ -257,6 +260,7 @@ class RegisterTopK:
             for i in cutlass.range_constexpr(1, len(keys)):
                 tkey = umax(tkey, keys[i])
             sample_key = thread_sample_key(cfg.vecs, keys, vec)
+        self._stamp(paths, "load")
         # ---- per warp: the reductions, to shared memory (one word each per warp, no
         # atomics), then one barrier.
         sh.sample[tid] = sample_key
@@ -303,9 +307,10 @@ class RegisterTopK:
             if (cutlass.min(nvec, Int32(threads)) >= k) & (tmax_min > lo_key):
                 lo_key = tmax_min
             ok, scale, bias = bracket_setup(lo_key, max_key, HIST_BINS)
+            self._stamp(paths, "reduce")
             if ok & (crowd < CROWD_MIN):
                 code = self._bracket(
-                    sh, regs, win, out, values, row, k, lo_key, max_key, scale, bias
+                    sh, regs, win, out, values, paths, row, k, lo_key, max_key, scale, bias
                 )
                 self._record(paths, row, code)
             else:
@@ -316,6 +321,7 @@ class RegisterTopK:
                     format_key_of(max_key, cfg.key_format), s_valid,
                 )  # fmt: skip
         else:
+            self._stamp(paths, "reduce")
             self._sampled(sh, regs, win, out, values, paths, row, k, max_key, s_valid)
 
     @cute.jit
@@ -363,7 +369,9 @@ class RegisterTopK:
         return Uint32(cutlass.select_(ok, order_key(pick, fmt), Uint32(0)))
 
     @cute.jit
-    def _bracket(self, sh, regs, win, out, values, row, k, lo_key, max_key, scale, bias) -> Int32:
+    def _bracket(
+        self, sh, regs, win, out, values, paths, row, k, lo_key, max_key, scale, bias
+    ) -> Int32:
         """The bracket histogram path (``gvr_reference.register_model``, steps 1-2): one
         counting pass, the crossing search, one emission pass."""
         cfg = self.cfg
@@ -385,7 +393,9 @@ class RegisterTopK:
             sh.ctl[Ctl.BIAS] = Int32(bias)
             sh.ctl[Ctl.SCALE] = Int32(scale)
         cute.arch.barrier()
+        self._stamp(paths, "count")
         cb, above, m = find_crossing_cta(sh.hist, sh.wsum, sh.ctl, HIST_BINS, threads, k)
+        self._stamp(paths, "crossing")
         # The emission recomputes every bin from the bracket read back from shared memory:
         # the same values, so the same bins, but no register holds a counting pass's bin
         # across the crossing search (at four vectors a thread that would spill).
@@ -515,3 +525,11 @@ class RegisterTopK:
     @cute.jit
     def _record(self, paths, row: Int32, code: Int32):
         record_path(self.cfg, paths, row, code)
+
+    @cute.jit
+    def _stamp(self, paths, phase: cutlass.Constexpr):
+        """With ``stamp_phases``: the boundary ``phase`` (a name of :data:`~.config.STAMPS`)
+        into this CTA's words of ``paths`` (``device.shared.stamp_phase``). Nothing
+        otherwise."""
+        if const_expr(self.cfg.stamp_phases):
+            stamp_phase(paths, STAMPS.index(phase), STAMP_WORDS)

@@ -18,7 +18,7 @@ from gvr_reference.blockskip import MASK_BLOCKS
 from gvr_reference.keys import KeyFormat, key_format
 from gvr_reference.ladder import LadderParams
 
-from ..family import layout_bytes
+from ..family import STAMP_WORDS, layout_bytes
 
 __all__ = [
     "StreamingConfig",
@@ -71,8 +71,6 @@ STAMPS = (
     "gather",
     "finish",
 )
-#: Words of the debug ``paths`` tensor each CTA of a ``stamp_phases`` launch owns.
-STAMP_WORDS = 16
 
 
 @dataclass(frozen=True)

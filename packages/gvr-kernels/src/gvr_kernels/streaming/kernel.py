@@ -82,7 +82,7 @@ from ..device.select import (
     select_and_emit,
     write_slot,
 )
-from ..device.shared import record_path
+from ..device.shared import record_path, stamp_phase
 from ..device.staging import selection_masks, stage_selected, warp_slots
 from ..device.tiles import load_tile, prefetch_vectors
 from ..device.warp import inclusive_sum
@@ -573,15 +573,11 @@ class StreamingTopK:
 
     @cute.jit
     def _stamp(self, paths, phase: cutlass.Constexpr):
-        """With ``stamp_phases``: thread 0 stamps ``%globaltimer`` (ns, low 31 bits) at the
-        boundary ``phase`` (a name of :data:`~.config.STAMPS`) into this CTA's words of
-        ``paths``. Nothing otherwise."""
+        """With ``stamp_phases``: the boundary ``phase`` (a name of :data:`~.config.STAMPS`)
+        into this CTA's words of ``paths`` (``device.shared.stamp_phase``). Nothing
+        otherwise."""
         if const_expr(self.cfg.stamp_phases):
-            tid, _, _ = cute.arch.thread_idx()
-            bid, _, _ = cute.arch.block_idx()
-            now = Int32(Int64(cute.arch.globaltimer()) & Int64(0x7FFFFFFF))
-            if tid == 0:
-                paths[bid * STAMP_WORDS + STAMPS.index(phase)] = now
+            stamp_phase(paths, STAMPS.index(phase), STAMP_WORDS)
 
     @cute.jit
     def _record(self, paths, row: Int32, code: Int32, parts: Int32):
