@@ -56,9 +56,11 @@ SMEM_ALIGN = 16
 SKIP_MASK_WORDS = MASK_BLOCKS // 32
 #: The phase boundaries a ``stamp_phases`` kernel stamps, in the order of their words: kernel
 #: entry; the row window read and the control words zeroed; the sample read; the first rung;
-#: the streaming pass; then, on a split row, the slab range reserved, the survivors written
-#: and fenced, the arrival counted, the slab gathered by the last CTA; and the row finished
-#: (selection and emission) by the CTA that finishes it.
+#: the streaming pass; then, on a split row, the slab range reserved (after the survivors'
+#: bins were counted, when the row meets on them), the survivors written and fenced, the
+#: arrival counted, the slab gathered by the last CTA (meeting on the bins: the row's
+#: histogram read, the keys above the crossing bin emitted and the bin's keys staged); and
+#: the row finished (selection and emission) by the CTA that finishes it.
 STAMPS = (
     "entry",
     "window",
