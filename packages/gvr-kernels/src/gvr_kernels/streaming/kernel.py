@@ -384,7 +384,7 @@ class StreamingTopK:
                 runmax = sh.runmax
             # With l2_hints the sampled lines stay in L2 until the pass reads them again.
             policy = l2_policy("evict_last") if const_expr(cfg.l2_hints) else None
-            # Split rows: the sample's largest key spans the survivor bins (_bin_shift).
+            # Split rows: the sample's largest key spans the survivor bins (_split_meet).
             smax = None
             if const_expr(cfg.split):
                 smax = cute.recast_ptr(sh.ctl.iterator + Ctl.SMAX, dtype=Uint32)
