@@ -16,18 +16,11 @@ against ``torch.topk`` (the selected values as multisets), on gaussian float32 r
 
 from __future__ import annotations
 
-import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import torch
-from gvr_kernels.abi import KernelArgs
-from gvr_kernels.compile import compile_config
-from gvr_kernels.routing import route_static
-from gvr_kernels.spec import spec_from_properties
-from gvr_kernels.streaming.config import STAMP_WORDS, STAMPS
+from gvr_kernels.streaming.config import STAMPS
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -62,67 +55,16 @@ def phases(stamps: np.ndarray, grid: int, parts: int) -> dict[str, float] | None
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ns", default="131072,262144")
-    ap.add_argument("--ks", default="512,1024,2048")
-    ap.add_argument("--batches", default="1")
-    ap.add_argument("--reps", type=int, default=30)
-    args = ap.parse_args()
-    from device_streaming import timeit, timing_setup
+    from phase_timing import cell_args, time_phases
 
-    spec = spec_from_properties(torch.cuda.get_device_properties(0))
-    flush = timing_setup()
-    dummy_i = torch.zeros(1, dtype=torch.int32, device="cuda")
-    no_bounds = torch.zeros(1, 1, device="cuda")
-    fns = {}
+    def skip(route):
+        return None if getattr(route.config, "split", False) else "not a split row"
+
+    def read(stamps, route):
+        return phases(stamps, route.grid, route.parts)
+
     names = ("entry",) + STAMPS[1:] + ("others", "total")
-    for b in map(int, args.batches.split(",")):
-        for n in map(int, args.ns.split(",")):
-            for k in map(int, args.ks.split(",")):
-                route = route_static(spec, rows=b, n_env=n, k=k)
-                cfg = route.config
-                if not getattr(cfg, "split", False):
-                    print(f"b={b} n={n} k={k}: routed to {cfg.name}, not a split row; skipped")
-                    continue
-                stamped_cfg = replace(cfg, stamp_phases=True)
-                for c in (cfg, stamped_cfg):
-                    if c not in fns:
-                        fns[c] = compile_config(c)
-                g = torch.Generator(device="cuda").manual_seed(n + k + b)
-                lg = torch.randn(b, n, generator=g, device="cuda")
-                kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
-                ws = torch.zeros(max(route.workspace_words, 4), dtype=torch.int32, device="cuda")
-                out = torch.empty((b, k), dtype=torch.int32, device="cuda")
-                stamps = torch.zeros(route.grid * STAMP_WORDS, dtype=torch.int32, device="cuda")
-                base = KernelArgs(
-                    logits=lg, lens_a=kv, lens_b=dummy_i, out=out,
-                    values=torch.empty(1, 1, device="cuda"), workspace=ws.view(torch.uint32),
-                    paths=stamps, k=k, next_n=1, cr_shift=0, parts=route.parts,
-                    block_max=no_bounds,
-                )  # fmt: skip
-                runs = []
-                for _ in range(args.reps):
-                    flush.zero_()
-                    stamps.zero_()
-                    fns[stamped_cfg](*base)
-                    torch.cuda.synchronize()
-                    st = stamps.view(route.grid, STAMP_WORDS).cpu().numpy().astype(np.int64)
-                    ph = phases(st, route.grid, route.parts)
-                    if ph is not None:
-                        runs.append(ph)
-                want = torch.sort(torch.topk(lg, k).values).values
-                got = torch.sort(torch.gather(lg, 1, out.long())).values
-                exact = torch.equal(got, want)
-                plain = base._replace(paths=dummy_i)
-                t_ev = timeit(lambda a=plain: fns[cfg](*a), flush, 40)
-                med = {m: np.median([r[m] for r in runs if m in r]) / 1000 for m in names
-                       if any(m in r for r in runs)}  # fmt: skip
-                cells = "  ".join(f"{m} {v:.2f}" for m, v in med.items())
-                print(
-                    f"b={b} n={n} k={k} {cfg.name} p{route.parts}: exact {exact} "
-                    f"event {t_ev:.1f} | {cells}  ({len(runs)} launches)",
-                    flush=True,
-                )
+    time_phases(cell_args("131072,262144"), skip, read, names)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,97 @@
+"""The device loop both phase tools share (``time_split_phases.py``, ``time_register_phases.py``):
+per cell, route a decode call, compile the routed configuration as routed and with
+``stamp_phases``, read the stamps of ``reps`` cold-L2 launches, check the stamped answer
+against ``torch.topk``, time the routed kernel (CUDA events, median of 40) and print the
+medians of the phases in microseconds."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+
+
+def cell_args(default_ns: str) -> argparse.Namespace:
+    """The tools' command line: ``--ns``, ``--ks``, ``--batches``, ``--reps``."""
+    import __main__
+
+    ap = argparse.ArgumentParser(description=(__main__.__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--ns", default=default_ns)
+    ap.add_argument("--ks", default="512,1024,2048")
+    ap.add_argument("--batches", default="1")
+    ap.add_argument("--reps", type=int, default=30)
+    return ap.parse_args()
+
+
+def time_phases(
+    args: argparse.Namespace,
+    skip: Callable,
+    read: Callable,
+    names: tuple[str, ...],
+) -> None:
+    """Run every cell of ``args``. ``skip(route)``: why the route is not one the tool reads
+    (None to read it); ``read(stamps, route)``: a launch's phases (ns) from its stamps
+    (int64 ``[grid, STAMP_WORDS]``), or None; ``names``: the phases printed, in order."""
+    import torch
+    from device_streaming import timeit, timing_setup
+    from gvr_kernels.abi import KernelArgs
+    from gvr_kernels.compile import compile_config
+    from gvr_kernels.family import STAMP_WORDS
+    from gvr_kernels.routing import route_static
+    from gvr_kernels.spec import spec_from_properties
+
+    spec = spec_from_properties(torch.cuda.get_device_properties(0))
+    flush = timing_setup()
+    dummy_i = torch.zeros(1, dtype=torch.int32, device="cuda")
+    fns = {}
+    for b in map(int, args.batches.split(",")):
+        for n in map(int, args.ns.split(",")):
+            for k in map(int, args.ks.split(",")):
+                route = route_static(spec, rows=b, n_env=n, k=k)
+                cfg = route.config
+                why = skip(route)
+                if why is not None:
+                    print(f"b={b} n={n} k={k}: routed to {cfg.name}, {why}; skipped")
+                    continue
+                stamped_cfg = replace(cfg, stamp_phases=True)
+                for c in (cfg, stamped_cfg):
+                    if c not in fns:
+                        fns[c] = compile_config(c)
+                g = torch.Generator(device="cuda").manual_seed(n + k + b)
+                lg = torch.randn(b, n, generator=g, device="cuda")
+                kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
+                ws = torch.zeros(max(route.workspace_words, 4), dtype=torch.int32, device="cuda")
+                out = torch.empty((b, k), dtype=torch.int32, device="cuda")
+                stamps = torch.zeros(route.grid * STAMP_WORDS, dtype=torch.int32, device="cuda")
+                base = KernelArgs(
+                    logits=lg, lens_a=kv, lens_b=dummy_i, out=out,
+                    values=torch.empty(1, 1, device="cuda"), workspace=ws.view(torch.uint32),
+                    paths=stamps, k=k, next_n=1, cr_shift=0, parts=route.parts,
+                    block_max=torch.zeros(1, 1, device="cuda"),
+                )  # fmt: skip
+                runs = []
+                for _ in range(args.reps):
+                    flush.zero_()
+                    stamps.zero_()
+                    fns[stamped_cfg](*base)
+                    torch.cuda.synchronize()
+                    st = stamps.view(route.grid, STAMP_WORDS).cpu().numpy().astype(np.int64)
+                    ph = read(st, route)
+                    if ph is not None:
+                        runs.append(ph)
+                want = torch.sort(torch.topk(lg, k).values).values
+                got = torch.sort(torch.gather(lg, 1, out.long())).values
+                exact = torch.equal(got, want)
+                plain = base._replace(paths=dummy_i)
+                t_ev = timeit(lambda a=plain: fns[cfg](*a), flush, 40)
+                med = {m: np.median([r[m] for r in runs if m in r]) / 1000 for m in names
+                       if any(m in r for r in runs)}  # fmt: skip
+                cells = "  ".join(f"{m} {v:.2f}" for m, v in med.items())
+                parts = f" p{route.parts}" if route.parts > 1 else ""
+                print(
+                    f"b={b} n={n} k={k} {cfg.name}{parts}: exact {exact} event {t_ev:.1f} | "
+                    f"{cells}  ({len(runs)} launches)",
+                    flush=True,
+                )
