@@ -6,6 +6,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Uint32
 
+from ..family import STAMP_WORDS
 from .layout import shared_arrays
 
 __all__ = ["allocate_shared", "shared_usage", "ctl_u32", "record_path", "stamp_phase"]
@@ -54,11 +55,14 @@ def record_path(cfg: cutlass.Constexpr, paths, row: Int32, code: Int32):
 
 
 @cute.jit
-def stamp_phase(paths, index: cutlass.Constexpr, words: cutlass.Constexpr):
-    """Thread 0 writes ``%globaltimer`` (ns, its low 31 bits) to word ``words * cta + index``
-    of ``paths``: a phase boundary of a profiling build (``stamp_phases`` configurations;
-    ``tools/time_split_phases.py``, ``tools/time_register_phases.py``)."""
-    tid, _, _ = cute.arch.thread_idx()
-    bid, _, _ = cute.arch.block_idx()
-    if tid == 0:
-        paths[bid * words + index] = Int32(Int64(cute.arch.globaltimer()) & Int64(0x7FFFFFFF))
+def stamp_phase(cfg: cutlass.Constexpr, paths, names: cutlass.Constexpr, phase: cutlass.Constexpr):
+    """With ``cfg.stamp_phases`` (a profiling build): thread 0 writes ``%globaltimer`` (ns,
+    its low 31 bits) to word ``STAMP_WORDS * cta + names.index(phase)`` of ``paths``, the
+    boundary ``phase`` of a family's ``STAMPS`` (``tools/time_split_phases.py``,
+    ``tools/time_register_phases.py``). Nothing otherwise."""
+    if cutlass.const_expr(cfg.stamp_phases):
+        tid, _, _ = cute.arch.thread_idx()
+        bid, _, _ = cute.arch.block_idx()
+        word = bid * STAMP_WORDS + names.index(phase)
+        if tid == 0:
+            paths[word] = Int32(Int64(cute.arch.globaltimer()) & Int64(0x7FFFFFFF))

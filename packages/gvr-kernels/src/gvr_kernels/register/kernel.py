@@ -84,7 +84,6 @@ from ..device.select import (
 from ..device.shared import record_path, stamp_phase
 from ..device.staging import packed_warp_slots, stage_selected
 from ..device.window import row_window, write_short_row
-from ..family import STAMP_WORDS
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, STAMPS, RegisterConfig
 
 __all__ = ["RegisterTopK", "allocate_shared"]
@@ -528,8 +527,5 @@ class RegisterTopK:
 
     @cute.jit
     def _stamp(self, paths, phase: cutlass.Constexpr):
-        """With ``stamp_phases``: the boundary ``phase`` (a name of :data:`~.config.STAMPS`)
-        into this CTA's words of ``paths`` (``device.shared.stamp_phase``). Nothing
-        otherwise."""
-        if const_expr(self.cfg.stamp_phases):
-            stamp_phase(paths, STAMPS.index(phase), STAMP_WORDS)
+        """Phase boundary ``phase`` of :data:`~.config.STAMPS` (``device.shared.stamp_phase``)."""
+        stamp_phase(self.cfg, paths, STAMPS, phase)

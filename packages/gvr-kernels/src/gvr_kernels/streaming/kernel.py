@@ -92,7 +92,6 @@ from .config import (
     HIST_BINS,
     SKIP_MASK_WORDS,
     SMEM_ALIGN,
-    STAMP_WORDS,
     STAMPS,
     WS_HEADER_WORDS,
     WS_HIST_AT,
@@ -573,11 +572,8 @@ class StreamingTopK:
 
     @cute.jit
     def _stamp(self, paths, phase: cutlass.Constexpr):
-        """With ``stamp_phases``: the boundary ``phase`` (a name of :data:`~.config.STAMPS`)
-        into this CTA's words of ``paths`` (``device.shared.stamp_phase``). Nothing
-        otherwise."""
-        if const_expr(self.cfg.stamp_phases):
-            stamp_phase(paths, STAMPS.index(phase), STAMP_WORDS)
+        """Phase boundary ``phase`` of :data:`~.config.STAMPS` (``device.shared.stamp_phase``)."""
+        stamp_phase(self.cfg, paths, STAMPS, phase)
 
     @cute.jit
     def _record(self, paths, row: Int32, code: Int32, parts: Int32):
