@@ -30,6 +30,9 @@ ROWS_CHECKED = {"n": 0}
 ROUTED = [
     (c, t, 4, b) for b in (True, False) for c, t in ((4, 512), (8, 512), (4, 1024), (8, 1024))
 ] + [(16, 512, 4, True)]  # the non-portable 16-CTA cluster: routed with its bracket only
+#: The clusters of envelopes of 4,097-16,384 (``routing._small_cluster``): bracket only.
+SMALL = [(4, 512, 1, True), (4, 512, 2, True), (2, 512, 2, True), (2, 512, 4, True)]
+ROUTED += SMALL
 #: ... and the extremes of the family.
 SHAPES = ROUTED + [(2, 1024, 4, True), (2, 1024, 4, False)]
 #: The bracket shapes of :data:`ROUTED`.

@@ -11,7 +11,9 @@ from gvr_kernels.register import RegisterConfig
 from gvr_kernels.routing import (
     BULK_MAX_K,
     BULK_ROWS_PER_SM,
+    CLUSTER_ANY_K_N,
     CLUSTER_MAX_N,
+    CLUSTER_MIN_N,
     CLUSTER_SMALL_K,
     CLUSTER_WIDE_N,
     MIN_PART_ELEMS,
@@ -154,7 +156,7 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     cluster = {(c.cluster, c.threads, c.vecs) for c in cfgs if c.family == "cluster"}
     assert cluster == {(4, 512, 4), (8, 512, 4), (4, 1024, 4), (8, 1024, 4), (16, 512, 4)} | {
         (4, 512, 2), (8, 512, 2), (4, 1024, 2), (16, 512, 2)
-    }  # fmt: skip
+    } | {(4, 512, 1), (2, 512, 2), (2, 512, 4)}  # fmt: skip
     register = {
         (c.threads, c.vecs, c.resident)
         for c in cfgs
@@ -257,12 +259,53 @@ def test_cluster_family_where_it_is_measured_faster():
     assert (r.config.cluster, r.config.threads) == (8, 1024)
     assert route_static(portable, rows=1, n_env=CLUSTER_MAX_N + 1, k=512).family == "streaming"
     assert route_static(H200, rows=1, n_env=131073, k=2048).family == "streaming"
-    assert route_static(H200, rows=1, n_env=REGISTER_MAX_N, k=512).family == "register"
     assert route_static(H200, rows=1, n_env=65536, k=512, dtype="bfloat16").family == "cluster"
     small = DeviceSpec("no clusters", "sm_90a", 132, 232448, 233472, max_cluster_size=1)
     assert route_static(small, rows=1, n_env=65536, k=512).family == "streaming"
     with pytest.raises(ValueError, match="families"):
         route_static(H200, rows=1, n_env=10, k=1, families=("bogus",))
+
+
+def test_small_clusters_where_they_are_measured_faster():
+    """Float32 envelopes of 8,193-16,384 at every K, and of 4,097-8,192 at K above
+    CLUSTER_SMALL_K, run on four 512-thread CTAs a row while those take at most half the SMs,
+    then on two, then on the register family; each thread holds the fewest vectors that hold
+    the envelope (``bench_small_cluster.json``)."""
+    half = H200.sm_count // 2
+    cases = [
+        # (rows, n_env, k) -> (cluster, vecs), None for the register family
+        ((1, 16384, 512), (4, 2)),
+        ((half // 4, 16384, 2048), (4, 2)),
+        ((half // 4 + 1, 16384, 1024), (2, 4)),
+        ((half // 2, 16384, 512), (2, 4)),
+        ((half // 2 + 1, 16384, 512), None),
+        ((1, CLUSTER_ANY_K_N + 1, 512), (4, 2)),
+        ((1, 12288, 512), (4, 2)),
+        ((1, CLUSTER_ANY_K_N, 512), None),
+        ((1, CLUSTER_ANY_K_N, CLUSTER_SMALL_K), None),
+        ((1, CLUSTER_ANY_K_N, CLUSTER_SMALL_K + 1), (4, 1)),
+        ((half // 2, CLUSTER_ANY_K_N, 2048), (2, 2)),
+        ((1, CLUSTER_MIN_N + 1, 2048), (4, 1)),
+        ((half // 2, CLUSTER_MIN_N + 1, 2048), (2, 2)),
+        ((1, CLUSTER_MIN_N, 2048), None),
+    ]
+    for (rows, n_env, k), want in cases:
+        for kw in (dict(), dict(mode="prefill"), dict(with_values=True, deterministic=True)):
+            r = route_static(H200, rows=rows, n_env=n_env, k=k, **kw)
+            c = r.config
+            if want is None:
+                assert r.family == "register", (rows, n_env, k, kw)
+                continue
+            assert r.family == "cluster", (rows, n_env, k, kw)
+            assert (c.cluster, c.threads, c.vecs, c.bracket) == (*want[:1], 512, want[1], True)
+            assert c.max_n >= n_env > c.max_n // 2
+            assert r.grid == rows * c.cluster and r.parts == 1 and r.workspace_words == 0
+    # 16-bit logits keep their route there (not measured on clusters).
+    for dtype in ("bfloat16", "float16"):
+        assert route_static(H200, rows=1, n_env=16384, k=512, dtype=dtype).family != "cluster"
+    # A part without clusters keeps the register family.
+    small = DeviceSpec("no clusters", "sm_90a", 132, 232448, 233472, max_cluster_size=1)
+    assert route_static(small, rows=1, n_env=16384, k=512).family == "register"
 
 
 def test_bulk_register_shapes_past_two_ctas_per_sm():

@@ -53,7 +53,17 @@ at most half the SMs (:func:`_cluster_core`, measured with
 ``tools/tune_cluster.py``, table ``tune_cluster.log``): at b = 1, n = 65,536 its bracket path
 takes 8.5 / 10.0 / 12.3 us of kernel time for K = 512 / 1024 / 2048 (ncu,
 ``ncu_b1_cluster_bracket.log``; 11.2 / 13.3 / 15.8 for the sampled cluster path before it,
-``ncu_b1.log``); past half the SMs the split row is as fast or faster.
+``ncu_b1.log``); past half the SMs the split row is as fast or faster. Float32 envelopes of
+8,193-16,384, and of 4,097-8,192 at K above 1,024, run on a cluster of four 512-thread CTAs
+a row while those take at most half the SMs, else of two (:func:`_small_cluster`): the single
+1024 x 4 register CTA issues every instruction of a 16,384-score row from one SM (about 850
+warp instructions a thread, 32 warps: some 3.5 us of issue at b = 1), and spread over four
+SMs the row takes 7.5-8.3 us against 9.7-10.5 at b = 1 and 9.4-9.7 against 10.2-11.1 on two
+SMs a row at b = 32 (eager, ``bench_small_cluster_new.json`` against
+``bench_small_cluster_old.json``, one machine session; 12,288 scores 8.2-9.5 against
+9.2-10.6); at 6,144 / 8,192 scores and K <= 1024 the register CTA stays as fast or faster
+(by up to 0.8 us at 6,144), at K = 2048 the cluster is 0.3-2.2 us faster (the register row
+takes no bracket there).
 
 Every streaming route that does not skip blocks reads with L2 hints (``StreamingConfig.l2_hints``:
 the sample's lines evict-last, the pass evict-first), so the sampled sectors are not read twice
@@ -116,6 +126,8 @@ __all__ = [
     "CLUSTER_BRACKET_MIN_K",
     "CLUSTER_ROW_N",
     "CLUSTER_SMALL_K",
+    "CLUSTER_MIN_N",
+    "CLUSTER_ANY_K_N",
     "FAMILY_NAMES",
     "MAX_K",
     "SMALL_ROW_N",
@@ -175,6 +187,14 @@ CLUSTER_BRACKET_MIN_K = 512
 CLUSTER_ROW_N = 16384
 #: Largest K four 512-thread cluster CTAs serve (envelopes up to 32,768).
 CLUSTER_SMALL_K = 1024
+#: Float32 envelopes above this (and up to ``REGISTER_MAX_N``) run on a cluster of two or
+#: four 512-thread CTAs while they take at most half the SMs (``_small_cluster``) at K above
+#: ``CLUSTER_SMALL_K`` ...
+CLUSTER_MIN_N = 4096
+#: ... and above this at every K.
+CLUSTER_ANY_K_N = 8192
+#: CTA size of those clusters.
+SMALL_CLUSTER_THREADS = 512
 #: A float32 launch that passes block maxima skips blocks (``StreamingConfig.block_skip``)
 #: when its logits take at least this many bytes (``rows * n_env * 4``) ...
 BLOCK_SKIP_MIN_BYTES = 128 << 20
@@ -335,11 +355,17 @@ def _cluster_core(
     (``ClusterConfig.bracket``) serves every 512-thread shape, and 1024-thread CTAs
     (64 registers) above K = 512 for decode and full rows without values: at K <= 512 the
     sampled path measured as fast, and for prefill windows or values the bracket code spills
-    at 64 registers (the compile audit).
+    at 64 registers (the compile audit). Float32 envelopes of ``CLUSTER_MIN_N + 1`` to
+    ``REGISTER_MAX_N`` take :func:`_small_cluster` (at K above ``CLUSTER_SMALL_K`` only up to
+    ``CLUSTER_ANY_K_N``).
     """
+    limit = spec.sm_count // 2
+    if CLUSTER_MIN_N < n_env <= REGISTER_MAX_N:
+        if n_env <= CLUSTER_ANY_K_N and k <= CLUSTER_SMALL_K:
+            return None
+        return _small_cluster(spec, rows, n_env, dtype, limit)
     if not REGISTER_MAX_N < n_env <= CLUSTER_WIDE_N:
         return None
-    limit = spec.sm_count // 2
     half = dtype != "float32"
     # 16-bit logits: the same CTAs and register slots with eight scores a vector; at 1024
     # threads (64 registers) their bracket code spills, and so does the sampled code with
@@ -366,6 +392,24 @@ def _cluster_core(
     return ClusterConfig(
         cluster=shape[0], threads=shape[1], vecs=vecs, bracket=bracket, dtype=dtype
     )
+
+
+def _small_cluster(spec: DeviceSpec, rows: int, n_env: int, dtype: str, limit: int):
+    """The cluster for a float32 envelope of ``CLUSTER_MIN_N + 1`` to ``REGISTER_MAX_N``
+    scores, or None: four 512-thread CTAs a row while they take at most ``limit`` SMs, else
+    two, else None (the register family); each thread holds the fewest vectors (1, 2 or 4)
+    that hold the envelope."""
+    if dtype != "float32":
+        return None
+    for cluster in (4, 2):
+        if cluster * rows <= limit and cluster <= spec.max_cluster_size:
+            vecs = 1
+            while cluster * SMALL_CLUSTER_THREADS * vecs * 4 < n_env:
+                vecs *= 2
+            return ClusterConfig(
+                cluster=cluster, threads=SMALL_CLUSTER_THREADS, vecs=vecs, bracket=True
+            )
+    return None
 
 
 @dataclass(frozen=True)
