@@ -4,6 +4,11 @@ torch.topk, plus the raw GVR kernel and ``flashinfer.top_k`` on request.
     python benchmarks/bench_topk.py --sets decode-grid,graph,mtp,prefill,real,adversarial,host \
         --out benchmarks/results/h200
 
+The decode grid (``decode-grid``, ``graph``, ``half`` sets) is K in {512, 1024, 2048} x the row
+lengths of ``--grid-n`` x the batches of ``--grid-b`` (defaults: 4,096-262,144 and 1-512); for
+example ``--sets decode-grid,graph --grid-n 6144,8192,12288 --grid-b 1,8,32`` sweeps the
+lengths around a routing boundary.
+
 Every provider runs on the same tensors (the same logits, with the same row stride). Each
 result is checked exact (order keys against an integer ``torch.topk`` of the keys, see
 ``gvr_kernels.testing.check_windows``) before it is timed; an inexact result is recorded as
@@ -759,13 +764,19 @@ def gvr_grouped_call(case: Case, out: torch.Tensor):
     return run, finish
 
 
+def grid_shape(set_name: str, args) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """``(ks, ns, batches)`` of a grid set (``decode-grid``, ``graph``, ``half``,
+    ``half-graph``, ``host``): ``--grid-n`` / ``--grid-b``, or with ``--quick`` (which leaves
+    them None) a few cells."""
+    if set_name == "host":
+        return (512, 2048), (4096,), (1,)
+    quick_b = (1, 512) if set_name.startswith("half") else (1, 128)
+    return GRID_K, args.grid_n or (16384, 262144), args.grid_b or quick_b
+
+
 def build_cases(set_name: str, g, args):
     if set_name in ("decode-grid", "graph", "host"):
-        ks = GRID_K if set_name != "host" else (512, 2048)
-        ns = GRID_N if set_name != "host" else (4096,)
-        bs = GRID_B if set_name != "host" else (1,)
-        if args.quick:
-            ns, bs = (16384, 262144), (1, 128)
+        ks, ns, bs = grid_shape(set_name, args)
         for k in ks:
             for n in ns:
                 if n <= k:
@@ -807,7 +818,7 @@ def build_cases(set_name: str, g, args):
                 for b in RAGGED_B:
                     yield ragged_case(k, b, width, g, seed=args.seed)
     elif set_name in ("half", "half-graph"):
-        ns, bs = (GRID_N, GRID_B) if not args.quick else ((16384, 262144), (1, 512))
+        _, ns, bs = grid_shape(set_name, args)
         for k in GRID_K:
             for n in ns:
                 for b in bs:
@@ -1671,6 +1682,17 @@ def parse_args(argv=None):
     ap.add_argument("--out", default=None, help="folder for the JSON and plots")
     ap.add_argument("--tag", default="bench", help="file name stem")
     ap.add_argument("--quick", action="store_true", help="a few cells per set")
+    ap.add_argument(
+        "--grid-n",
+        default=None,
+        help="comma-separated row lengths of the decode-grid, graph and half sets "
+        f"(default {','.join(map(str, GRID_N))})",
+    )
+    ap.add_argument(
+        "--grid-b",
+        default=None,
+        help=f"comma-separated batches of those sets (default {','.join(map(str, GRID_B))})",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--warmup-s",
@@ -1691,6 +1713,19 @@ def parse_args(argv=None):
     bad = [p for p in args.providers if p not in PROVIDERS]
     if bad:
         ap.error(f"unknown providers {bad}; known: {PROVIDERS}")
+    for name, default in (("grid_n", GRID_N), ("grid_b", GRID_B)):
+        text = getattr(args, name)
+        if text is None:
+            setattr(args, name, None if args.quick else default)
+            continue
+        try:
+            values = tuple(int(x) for x in text.split(",") if x)
+        except ValueError:
+            values = ()
+        if not values or min(values) < 1:
+            flag = "--" + name.replace("_", "-")
+            ap.error(f"{flag} must be comma-separated positive integers, got {text!r}")
+        setattr(args, name, values)
     return args
 
 

@@ -77,6 +77,22 @@ def test_default_providers_and_validation(capsys):
         bt.parse_args(["--sets", "decode-grid,nope"])
 
 
+def test_grid_options():
+    full = bt.parse_args([])
+    assert bt.grid_shape("decode-grid", full) == (bt.GRID_K, bt.GRID_N, bt.GRID_B)
+    assert bt.grid_shape("host", full) == ((512, 2048), (4096,), (1,))
+    args = bt.parse_args(["--grid-n", "6144,8192", "--grid-b", "1,16"])
+    assert bt.grid_shape("graph", args) == (bt.GRID_K, (6144, 8192), (1, 16))
+    assert bt.grid_shape("half", args)[1:] == ((6144, 8192), (1, 16))
+    quick = bt.parse_args(["--quick"])
+    assert bt.grid_shape("decode-grid", quick)[1:] == ((16384, 262144), (1, 128))
+    assert bt.grid_shape("half-graph", quick)[1:] == ((16384, 262144), (1, 512))
+    assert bt.grid_shape("graph", bt.parse_args(["--quick", "--grid-b", "8"]))[2] == (8,)
+    for bad in (["--grid-n", "0,4096"], ["--grid-b", "x"], ["--grid-n", ","]):
+        with pytest.raises(SystemExit):
+            bt.parse_args(bad)
+
+
 def test_help_works_without_a_gpu(capsys):
     with pytest.raises(SystemExit) as exc:
         bt.parse_args(["--help"])
