@@ -30,10 +30,12 @@ def time_phases(
     skip: Callable,
     read: Callable,
     names: tuple[str, ...],
+    families: tuple[str, ...] | None = None,
 ) -> None:
     """Run every cell of ``args``. ``skip(route)``: why the route is not one the tool reads
     (None to read it); ``read(stamps, route)``: a launch's phases (ns) from its stamps
-    (int64 ``[grid, STAMP_WORDS]``), or None; ``names``: the phases printed, in order."""
+    (int64 ``[grid, STAMP_WORDS]``), or None; ``names``: the phases printed, in order;
+    ``families``: the families the router may pick (``route_static``'s argument; None: all)."""
     import torch
     from device_streaming import timeit, timing_setup
     from gvr_kernels.abi import KernelArgs
@@ -49,7 +51,8 @@ def time_phases(
     for b in map(int, args.batches.split(",")):
         for n in map(int, args.ns.split(",")):
             for k in map(int, args.ks.split(",")):
-                route = route_static(spec, rows=b, n_env=n, k=k)
+                kw = {} if families is None else {"families": families}
+                route = route_static(spec, rows=b, n_env=n, k=k, **kw)
                 cfg = route.config
                 why = skip(route)
                 if why is not None:
