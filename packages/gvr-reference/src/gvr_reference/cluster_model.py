@@ -271,9 +271,10 @@ def bracket_forced_rows(
     kind per row)``. Kinds: 0 gaussian (a small crossing bin, ranked; lengths ``max_n - i %
     4``, so the last CTA holds a tail), 1 ``k`` outliers far above the rest (the crossing bin
     wanted whole), 2 ``capacity * 3 // 4`` consecutive floats at 3.0 (a crossing bin narrowed),
-    3 ``6 * capacity`` of them (at most ``max_n - 1``) and one score of ``1e6`` (a crossing
-    bin larger than the staging), 4 a tie class of 30%
-    of the row (a crowded sample: the sampled path), 5 a NaN, 6 a ``+inf`` (an end not
+    3 ``6 * capacity`` of them and one score of ``1e6`` (a crossing bin larger than the
+    staging; kinds 2 and 3 plant at most ``max_n - 1`` scores, so kind 3 overflows the
+    staging only with ``capacity < max_n - 1``: the tests pass ``capacity=2048``), 4 a tie
+    class of 30% of the row (a crowded sample: the sampled path), 5 a NaN, 6 a ``+inf`` (an end not
     finite), 7 short rows, 8 rows longer than the cluster holds, 9 ``k - 10`` outliers above a
     run of 20 consecutive floats at 50.0 (a crossing bin of 20 keys, 10 of them wanted:
     ranked). ``width`` must be at least ``max_n + 8``; ``k >= 10``.
@@ -299,12 +300,12 @@ def bracket_forced_rows(
             at = g.choice(n, k, replace=False)
             x[r, at] = 100.0 + np.arange(k, dtype=np.float32) / 1024
         elif kind[r] in (2, 3) and half:
-            m = p.capacity * 3 // 4 if kind[r] == 2 else min(6 * p.capacity, n - 1)
+            m = min(p.capacity * 3 // 4 if kind[r] == 2 else 6 * p.capacity, n - 1)
             at = g.choice(n, m + 1, replace=False)
             x[r, at[:m]] = 20.0 + g.random(m, dtype=np.float32)
             x[r, at[m]] = 6.0e4
         elif kind[r] in (2, 3):
-            m = p.capacity * 3 // 4 if kind[r] == 2 else min(6 * p.capacity, n - 1)
+            m = min(p.capacity * 3 // 4 if kind[r] == 2 else 6 * p.capacity, n - 1)
             run = np.float32(3.0).view(np.int32) + np.arange(m, dtype=np.int32)
             at = g.choice(n, m + 1, replace=False)
             x[r, at[:m]] = run.view(np.float32)
