@@ -12,6 +12,7 @@ from gvr_kernels.routing import (
     BULK_MAX_K,
     BULK_ROWS_PER_SM,
     CLUSTER_ANY_K_N,
+    CLUSTER_LOW_K,
     CLUSTER_MAX_N,
     CLUSTER_MIN_N,
     CLUSTER_SMALL_K,
@@ -93,7 +94,7 @@ def test_route_dynamic_is_the_ladder():
 
 @pytest.mark.parametrize("mode", ["decode", "prefill", "full"])
 @pytest.mark.parametrize("rows", [1, 3, 66, 67, 132, 133, 600])
-@pytest.mark.parametrize("n_env", [100, 4096, 4097, 32767, 32768, 262144])
+@pytest.mark.parametrize("n_env", [100, 4096, 4097, 16384, 32767, 32768, 262144])
 def test_route_figures_come_from_the_config(mode, rows, n_env):
     r = route_static(
         H200, rows=rows, n_env=n_env, k=512, mode=mode, with_values=True, deterministic=True
@@ -102,6 +103,9 @@ def test_route_figures_come_from_the_config(mode, rows, n_env):
     assert isinstance(c, (StreamingConfig, RegisterConfig, ClusterConfig))
     assert r.family == c.family
     clustered = REGISTER_MAX_N < n_env <= CLUSTER_MAX_N and 4 * rows <= H200.sm_count // 2
+    # small clusters (K = 512: envelopes above CLUSTER_ANY_K_N), two or four CTAs a row
+    small = CLUSTER_ANY_K_N < n_env <= REGISTER_MAX_N and 2 * rows <= H200.sm_count // 2
+    clustered = clustered or small
     wide = n_env <= REGISTER_WIDE_N and rows <= H200.sm_count and mode != "prefill"
     wide = wide and not r.config.deterministic
     if clustered:
@@ -267,10 +271,10 @@ def test_cluster_family_where_it_is_measured_faster():
 
 
 def test_small_clusters_where_they_are_measured_faster():
-    """Float32 envelopes of 8,193-16,384 at every K, and of 4,097-8,192 at K above
-    CLUSTER_SMALL_K, run on four 512-thread CTAs a row while those take at most half the SMs,
-    then on two, then on the register family; each thread holds the fewest vectors that hold
-    the envelope (``bench_small_cluster.json``)."""
+    """Float32 envelopes of 8,193-16,384 at every K, and of 4,097-8,192 at K of at least
+    CLUSTER_LOW_K (2048), run on four 512-thread CTAs a row while those take at most half the
+    SMs, then on two, then on the register family; each thread holds the fewest vectors that
+    hold the envelope (``bench_small_cluster_new.json`` against ``_old``)."""
     half = H200.sm_count // 2
     cases = [
         # (rows, n_env, k) -> (cluster, vecs), None for the register family
@@ -283,7 +287,9 @@ def test_small_clusters_where_they_are_measured_faster():
         ((1, 12288, 512), (4, 2)),
         ((1, CLUSTER_ANY_K_N, 512), None),
         ((1, CLUSTER_ANY_K_N, CLUSTER_SMALL_K), None),
-        ((1, CLUSTER_ANY_K_N, CLUSTER_SMALL_K + 1), (4, 1)),
+        ((1, CLUSTER_ANY_K_N, CLUSTER_SMALL_K + 1), None),  # not measured: the register row
+        ((1, CLUSTER_ANY_K_N, CLUSTER_LOW_K - 1), None),
+        ((1, CLUSTER_ANY_K_N, CLUSTER_LOW_K), (4, 1)),
         ((half // 2, CLUSTER_ANY_K_N, 2048), (2, 2)),
         ((1, CLUSTER_MIN_N + 1, 2048), (4, 1)),
         ((half // 2, CLUSTER_MIN_N + 1, 2048), (2, 2)),
@@ -387,8 +393,9 @@ def test_16bit_logits_route_like_float32(dtype):
                 assert (a.config.vecs, a.config.max_n) == (2, b.config.max_n)
                 assert a.config.bracket == (a.config.threads == 512)
             elif b.family == "cluster":
-                # no 16-bit cluster where its code spills: the register family where its wide
-                # shape holds the row, else streaming
+                # no 16-bit cluster where its code spills, nor on the small float32 clusters
+                # of 8,193-16,384 scores (not measured for 16-bit rows): the register family
+                # where its wide shape holds the row, else streaming
                 assert a.family in ("register", "streaming")
                 assert a.family == "streaming" or a.config.max_n >= n_env
             else:

@@ -54,7 +54,7 @@ at most half the SMs (:func:`_cluster_core`, measured with
 takes 8.5 / 10.0 / 12.3 us of kernel time for K = 512 / 1024 / 2048 (ncu,
 ``ncu_b1_cluster_bracket.log``; 11.2 / 13.3 / 15.8 for the sampled cluster path before it,
 ``ncu_b1.log``); past half the SMs the split row is as fast or faster. Float32 envelopes of
-8,193-16,384, and of 4,097-8,192 at K above 1,024, run on a cluster of four 512-thread CTAs
+8,193-16,384, and of 4,097-8,192 at K = 2048, run on a cluster of four 512-thread CTAs
 a row while those take at most half the SMs, else of two (:func:`_small_cluster`): the single
 1024 x 4 register CTA issues every instruction of a 16,384-score row from one SM (about 850
 warp instructions a thread, 32 warps: some 3.5 us of issue at b = 1), and spread over four
@@ -62,8 +62,11 @@ SMs the row takes 7.5-8.3 us against 9.7-10.5 at b = 1 and 9.4-9.7 against 10.2-
 SMs a row at b = 32 (eager, ``bench_small_cluster_new.json`` against
 ``bench_small_cluster_old.json``, one machine session; 12,288 scores 8.2-9.5 against
 9.2-10.6); at 6,144 / 8,192 scores and K <= 1024 the register CTA stays as fast or faster
-(by up to 0.8 us at 6,144), at K = 2048 the cluster is 0.3-2.2 us faster (the register row
-takes no bracket there).
+(by up to 0.8 us at 6,144), at K = 2048 the cluster is 0.3-2.2 us faster (at 6,144 scores the
+register row takes no bracket; at 8,192 it does and still measured 0.3-1.4 us slower). K of
+1,025-2,047 was not measured and keeps the register route; 4,097-6,143 scores at K = 2048 run
+the shapes measured at 6,144 (the 512 x 4 register CTA without bracket against four 512 x 1
+cluster CTAs), not measured at those lengths.
 
 Every streaming route that does not skip blocks reads with L2 hints (``StreamingConfig.l2_hints``:
 the sample's lines evict-last, the pass evict-first), so the sampled sectors are not read twice
@@ -128,6 +131,7 @@ __all__ = [
     "CLUSTER_SMALL_K",
     "CLUSTER_MIN_N",
     "CLUSTER_ANY_K_N",
+    "CLUSTER_LOW_K",
     "FAMILY_NAMES",
     "MAX_K",
     "SMALL_ROW_N",
@@ -188,11 +192,14 @@ CLUSTER_ROW_N = 16384
 #: Largest K four 512-thread cluster CTAs serve (envelopes up to 32,768).
 CLUSTER_SMALL_K = 1024
 #: Float32 envelopes above this (and up to ``REGISTER_MAX_N``) run on a cluster of two or
-#: four 512-thread CTAs while they take at most half the SMs (``_small_cluster``) at K above
-#: ``CLUSTER_SMALL_K`` ...
+#: four 512-thread CTAs while they take at most half the SMs (``_small_cluster``) at K of at
+#: least ``CLUSTER_LOW_K`` ...
 CLUSTER_MIN_N = 4096
 #: ... and above this at every K.
 CLUSTER_ANY_K_N = 8192
+#: The K from which envelopes of ``CLUSTER_MIN_N + 1`` to ``CLUSTER_ANY_K_N`` take the cluster
+#: (measured at K = 512, 1024 and 2048 only: K of 1,025-2,047 keep the register route).
+CLUSTER_LOW_K = 2048
 #: CTA size of those clusters.
 SMALL_CLUSTER_THREADS = 512
 #: A float32 launch that passes block maxima skips blocks (``StreamingConfig.block_skip``)
@@ -356,12 +363,12 @@ def _cluster_core(
     (64 registers) above K = 512 for decode and full rows without values: at K <= 512 the
     sampled path measured as fast, and for prefill windows or values the bracket code spills
     at 64 registers (the compile audit). Float32 envelopes of ``CLUSTER_MIN_N + 1`` to
-    ``REGISTER_MAX_N`` take :func:`_small_cluster` (at K above ``CLUSTER_SMALL_K`` only up to
-    ``CLUSTER_ANY_K_N``).
+    ``REGISTER_MAX_N`` take :func:`_small_cluster` (up to ``CLUSTER_ANY_K_N`` only at K of at
+    least ``CLUSTER_LOW_K``).
     """
     limit = spec.sm_count // 2
     if CLUSTER_MIN_N < n_env <= REGISTER_MAX_N:
-        if n_env <= CLUSTER_ANY_K_N and k <= CLUSTER_SMALL_K:
+        if n_env <= CLUSTER_ANY_K_N and k < CLUSTER_LOW_K:
             return None
         return _small_cluster(spec, rows, n_env, dtype, limit)
     if not REGISTER_MAX_N < n_env <= CLUSTER_WIDE_N:
@@ -589,15 +596,19 @@ def routed_configs(
     seen: dict = {}
     h = s // 2
     bulk = BULK_ROWS_PER_SM * s
-    edges = {1, 2, h // 8, h // 8 + 1, h // 4, h // 4 + 1, h, h + 1, s, s + 1, bulk, bulk + 1}
+    edges = {1, 2, h // 8, h // 8 + 1, h // 4, h // 4 + 1, h // 2, h // 2 + 1, h, h + 1, s}
+    edges |= {s + 1, bulk, bulk + 1}
     for rows in sorted(edges | {4 * s}):
         for n_env in (
             2048,
             2049,
             SMALL_ROW_N,
             SMALL_ROW_N + 1,
+            CLUSTER_MIN_N + 1,
             8192,
             8193,
+            CLUSTER_ANY_K_N,
+            CLUSTER_ANY_K_N + 1,
             REGISTER_MAX_N,
             REGISTER_MAX_N + 1,
             REGISTER_WIDE_N,
@@ -612,7 +623,7 @@ def routed_configs(
             262144,
         ):
             for k, mode, with_values, det, dtype, skip in itertools.product(
-                (512, BULK_MAX_K, CLUSTER_SMALL_K + 1, MAX_K),
+                sorted({512, BULK_MAX_K, CLUSTER_SMALL_K + 1, CLUSTER_LOW_K, MAX_K}),
                 MODES,
                 (False, True),
                 (False, True),
