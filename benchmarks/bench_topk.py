@@ -4,8 +4,9 @@ torch.topk, plus the raw GVR kernel and ``flashinfer.top_k`` on request.
     python benchmarks/bench_topk.py --sets decode-grid,graph,mtp,prefill,real,adversarial,host \
         --out benchmarks/results/h200
 
-The decode grid (``decode-grid``, ``graph``, ``half`` sets) is K in {512, 1024, 2048} x the row
-lengths of ``--grid-n`` x the batches of ``--grid-b`` (defaults: 4,096-262,144 and 1-512); for
+The decode grid (``decode-grid``, ``graph``, and the bfloat16 cells of ``half``) is K in
+{512, 1024, 2048} x the row lengths of ``--grid-n`` (cells with n <= K left out) x the batches
+of ``--grid-b`` (defaults: 4,096-262,144 and 1-512); for
 example ``--sets decode-grid,graph --grid-n 6144,8192,12288 --grid-b 1,8,32`` sweeps the
 lengths around a routing boundary.
 
@@ -767,7 +768,8 @@ def gvr_grouped_call(case: Case, out: torch.Tensor):
 def grid_shape(set_name: str, args) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """``(ks, ns, batches)`` of a grid set (``decode-grid``, ``graph``, ``half``,
     ``half-graph``, ``host``): ``--grid-n`` / ``--grid-b``, or with ``--quick`` (which leaves
-    them None) a few cells."""
+    them None) a few cells. ``host`` is always n = 4,096 at b = 1 (``--quick`` included); the
+    half sets' float16 cells (n = 262,144, b 1 and 512) are not part of this grid."""
     if set_name == "host":
         return (512, 2048), (4096,), (1,)
     quick_b = (1, 512) if set_name.startswith("half") else (1, 128)
@@ -821,6 +823,8 @@ def build_cases(set_name: str, g, args):
         _, ns, bs = grid_shape(set_name, args)
         for k in GRID_K:
             for n in ns:
+                if n <= k:
+                    continue
                 for b in bs:
                     yield decode_case(set_name, k, b, n, g, dtype=torch.bfloat16)
         for k in GRID_K:
