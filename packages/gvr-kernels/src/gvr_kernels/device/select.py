@@ -89,7 +89,7 @@ def narrow(
         shift = radix.level_shift(lo, hi)
         ha = HistArgs(rank, lo, hi, shift, eq_key)
         if const_expr(src == Source.SAMPLE or rank == Rank.BY_INDEX):
-            _histogram(cfg, sh, win, src, ha, count, src == Source.SAMPLE)
+            _histogram(cfg, sh, win, src, ha, count, False)
         elif crowd:
             _histogram(cfg, sh, win, src, ha, count, True)
         else:
@@ -155,16 +155,16 @@ def _histogram(
     """One radix level's histogram of the candidates with key in ``[ha.lo, ha.hi]``.
 
     ``aggregate``: whole warps count together and a bin shared by a warp takes one atomic
-    (:func:`_count_key_warp`), for levels whose candidates may crowd one bin (a tie class);
-    otherwise each candidate takes its own atomic, which is cheaper when bins are spread."""
+    (:func:`_count_key_warp`), for levels of staged or row candidates that may crowd one bin
+    (a tie class); otherwise each candidate takes its own atomic, which is cheaper when bins
+    are spread. The sample's levels always count an atomic a key."""
     tid, _, _ = cute.arch.thread_idx()
     if const_expr(src == Source.SAMPLE):
-        # Warp-uniform trip count: the whole warp counts together.
-        for ib in cutlass.range(0, count, cfg.threads):
-            i = ib + tid
-            ok = i < count
-            key = sh.sample[cutlass.select_(ok, i, Int32(0))]
-            _count_key_warp(sh.hist, key, ok, ha.lo, ha.hi, ha.shift)
+        # An atomic a key, crowded bins included: the sample is at most a few keys a thread,
+        # and on the H200 a warp-wide test for a shared bin (``_count_key_warp``) cost more
+        # than the atomics it saves, on constant rows too (benchmarks/results/h200/NOTES.md).
+        for i in cutlass.range(tid, count, cfg.threads):
+            _count_key(sh.hist, sh.sample[i], Boolean(True), ha.lo, ha.hi, ha.shift)
     if const_expr(src == Source.STAGE and aggregate):
         for ib in cutlass.range(0, count, cfg.threads):
             i = ib + tid
