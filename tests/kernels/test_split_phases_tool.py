@@ -28,14 +28,23 @@ def test_phases_of_the_finishing_cta():
     # CTA 1 enters 300 ns after CTA 0 (past the timer's wrap) and finishes the row; CTA 0
     # stops at its arrival.
     upto_arrive = STAMPS.index("arrive") + 1
+    assert STAMPS[upto_arrive:] == ("hist", "cross", "gather", "finish")
     a = _cta(WRAP - 250, [0, 100, 200, 300, 400, 50, 60, 70][:upto_arrive])
-    b = _cta(WRAP + 50, [0, 110, 210, 310, 410, 51, 61, 71, 500, 900])
+    steps = [0, 110, 210, 310, 410, 51, 61, 71, 30, 40, 500, 900]
+    b = _cta(WRAP + 50, steps)
     st = np.stack([a, b, np.zeros(STAMP_WORDS, np.int64)])
     ph = phases(st, grid=3, parts=2)
     assert ph["entry"] == 300 and st[1, 0] == 50
-    assert [ph[s] for s in STAMPS[1:]] == [110, 210, 310, 410, 51, 61, 71, 500, 900]
-    assert ph["total"] == 300 + sum([110, 210, 310, 410, 51, 61, 71, 500, 900])
+    assert [ph[s] for s in STAMPS[1:]] == steps[1:]
+    assert ph["total"] == 300 + sum(steps)
     assert ph["others"] == sum([0, 100, 200, 300, 400, 50, 60, 70])  # CTA 0's arrival
+    # a row that does not meet on its bins stamps no hist / cross: the gather phase runs
+    # from the arrival
+    unbinned = st.copy()
+    unbinned[1, [STAMPS.index("hist"), STAMPS.index("cross")]] = 0
+    ph = phases(unbinned, grid=3, parts=2)
+    assert "hist" not in ph and "cross" not in ph
+    assert ph["gather"] == 30 + 40 + 500 and ph["total"] == 300 + sum(steps)
     # no finishing CTA (or two): no reading
     assert phases(st[[0, 0]], grid=2, parts=2) is None
     assert phases(st[[1, 1]], grid=2, parts=2) is None

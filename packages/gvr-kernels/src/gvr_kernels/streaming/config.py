@@ -58,9 +58,11 @@ SKIP_MASK_WORDS = MASK_BLOCKS // 32
 #: entry; the row window read and the control words zeroed; the sample read; the first rung;
 #: the streaming pass; then, on a split row, the slab range reserved (after the survivors'
 #: bins were counted, when the row meets on them), the survivors written and fenced, the
-#: arrival counted, the slab gathered by the last CTA (meeting on the bins: the row's
-#: histogram read, the keys above the crossing bin emitted and the bin's keys staged); and
-#: the row finished (selection and emission) by the CTA that finishes it.
+#: arrival counted; on a row that meets on its survivor bins, the row's histogram read by the
+#: last CTA and its crossing bin found; the slab gathered by the last CTA (meeting on the
+#: bins: the keys above the crossing bin emitted and the bin's keys staged); and the row
+#: finished (selection and emission) by the CTA that finishes it. A row that does not meet
+#: on its bins leaves ``hist`` and ``cross`` unstamped.
 STAMPS = (
     "entry",
     "window",
@@ -70,6 +72,8 @@ STAMPS = (
     "reserve",
     "publish",
     "arrive",
+    "hist",
+    "cross",
     "gather",
     "finish",
 )

@@ -899,6 +899,7 @@ class StreamingTopK:
                     sh.hist[tid] = Int32(load_coherent(ws_hist + tid))
                     cute.arch.store(ws_hist + tid, Uint32(0))
                 cute.arch.barrier()
+                self._stamp(paths, "hist")
             if staged_bin:
                 if tid < 32:
                     b, ab, hb = radix.find_crossing(sh.hist, k)
@@ -909,6 +910,7 @@ class StreamingTopK:
                         ctl[Ctl.MAXKEY] = Int32(0)
                         ctl[Ctl.GT] = Int32(0)
                 cute.arch.barrier()
+                self._stamp(paths, "cross")
                 cross = Uint32(ctl[Ctl.B])
                 above = ctl[Ctl.ABOVE]
                 bin_lo = thr_key + (cross << shift)
