@@ -36,6 +36,8 @@ CELLS = [
     ("reg1024x4", 128, 16384, 512),
     ("cluster8x512", 8, 65536, 512),
     ("split16", 8, 262144, 512),
+    ("split32", 1, 262144, 512),
+    ("split32", 1, 262144, 1024),
 ]
 #: Floor kernels: (threads, vecs, cluster, dynamic shared bytes, preload, rows, n, k).
 FLOORS = [
