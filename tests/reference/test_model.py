@@ -7,11 +7,17 @@ import pytest
 from gvr_reference.keys import order_key
 from gvr_reference.ladder import PY_OPS, LadderParams, row_plan, sample_vector
 from gvr_reference.model import (
+    RUNG_BINS,
     SPLIT_BINS_MIN_K,
     ModelConfig,
     Path,
     narrow_threshold,
+    rung_bins,
+    rung_bracket,
+    rung_edge,
+    rung_with_ties,
     sample_positions,
+    sample_rung,
     select_rule,
     simulate_row,
     split_bins,
@@ -104,6 +110,99 @@ def test_narrow_threshold_brackets_the_rank(keys, data):
     assert reached >= j
     # either within 2j, or the rung is a single key whose tie class makes it larger
     assert reached <= 2 * j or int((keys > t).sum()) < j
+
+
+def _float_keys(draw_values):
+    return order_key(np.array(draw_values, np.float32))
+
+
+_SCORES = st.one_of(
+    st.floats(-1e6, 1e6, width=32),
+    st.sampled_from([0.0, -0.0, 1.0, 1.5, np.inf, -np.inf, np.nan, 3.4e38, -3.4e38, 1e-45]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(_SCORES, min_size=1, max_size=400), zeros=st.integers(0, 3), data=st.data())
+def test_sample_rung_brackets_the_rank(values, zeros, data):
+    """The float32 rung (linear level, then radix inside its bin) keeps the radix rung's
+    contract on any sample: lanes before the window (key 0), infinities, NaN, ties."""
+    keys = np.concatenate([np.zeros(zeros, np.uint32), _float_keys(values)])
+    j = data.draw(st.integers(1, keys.size))
+    reach = data.draw(st.integers(j, 2 * j + 8))
+    t, reached, ties = sample_rung(keys, j, reach)
+    assert reached == int((keys.astype(np.int64) >= t).sum())
+    assert reached >= j
+    if ties:
+        assert ties == int((keys == t).sum()) and int((keys > t).sum()) < j
+    else:
+        assert reached <= reach
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.floats(-(2.0**100), 2.0**100, width=32), min_size=2, max_size=200))
+def test_rung_edges_bound_their_bins(values):
+    """The linear bins are non-decreasing in the key, and every key of bin ``b`` or above
+    is at least ``rung_edge(b)``, while the keys below the edge are in lower bins but for
+    the edge's own value."""
+    keys = np.sort(_float_keys(values))
+    br = rung_bracket(keys)
+    if br is None:
+        return
+    bins = rung_bins(keys, br)
+    assert (np.diff(bins) >= 0).all() and bins.min() >= 1 and bins.max() <= RUNG_BINS - 1
+    for b in range(int(bins.min()), int(bins.max()) + 1):
+        e = rung_edge(b, br)
+        assert (keys[bins >= b] >= e).all()
+        assert (bins[keys < e] < b).all()
+
+
+def test_sample_rung_settles_gaussian_rows_in_one_level():
+    """On a gaussian sample the linear level's crossing bin is the rung (no radix level),
+    while the radix rung needs a second level: the key's top byte puts every score of
+    [2, 8) in one bin."""
+    rng = np.random.default_rng(3)
+    keys = order_key(rng.standard_normal(4096).astype(np.float32))
+    j, reach = 31, 62
+    br = rung_bracket(keys)
+    hist = np.bincount(rung_bins(keys, br), minlength=RUNG_BINS)
+    suffix = np.cumsum(hist[::-1])[::-1]
+    b = int(np.flatnonzero(suffix >= j).max())
+    t, reached, ties = sample_rung(keys, j, reach)
+    assert (t, ties) == (rung_edge(b, br), 0) and j <= reached == int(suffix[b]) <= reach
+    # the radix rung's first level (the keys' top byte) leaves more than reach
+    radix = np.cumsum(np.bincount(keys >> 24, minlength=256)[::-1])[::-1]
+    assert int(radix[np.flatnonzero(radix >= j).max()]) > reach
+
+
+def test_sample_rung_finds_a_tie_class_above_its_edge():
+    """A crowd of one value: the linear bin holding it is too full, and the radix levels over
+    the keys from its edge to the largest end on the single key, with its ties counted (a
+    crowded rung), as the radix rung from the bottom does."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(4096).astype(np.float32)
+    x[:300] = np.float32(2.5)
+    keys = order_key(x)
+    t, reached, ties = sample_rung(keys, 40, 80)
+    assert t == int(order_key(np.array([2.5], np.float32))[0])
+    assert ties == int((keys == t).sum()) >= 300 and reached == int((keys >= t).sum())
+    assert (t, reached, ties) == rung_with_ties(keys, 40, 0, 0xFFFFFFFF, 80)
+
+
+def test_sample_rung_without_a_bracket_is_the_radix_rung():
+    """Samples with no finite bracket (constant, an infinite or NaN end) and 16-bit key
+    spaces take the radix levels from the bottom."""
+    const = np.full(512, int(order_key(np.array([1.0], np.float32))[0]), np.uint32)
+    assert rung_bracket(const) is None
+    assert sample_rung(const, 10, 20) == rung_with_ties(const, 10, 0, 0xFFFFFFFF, 20)
+    for end in (np.inf, -np.inf, np.nan):
+        x = np.random.default_rng(6).standard_normal(600).astype(np.float32)
+        x[17] = end
+        keys = order_key(x)
+        assert rung_bracket(keys) is None
+        assert sample_rung(keys, 7, 14) == rung_with_ties(keys, 7, 0, 0xFFFFFFFF, 14)
+    k16 = np.random.default_rng(5).integers(0, 0xFFFF, 1000).astype(np.uint32)
+    assert sample_rung(k16, 20, 40, 0xFFFF) == rung_with_ties(k16, 20, 0, 0xFFFF, 40)
 
 
 def _sampled(n, k, p):

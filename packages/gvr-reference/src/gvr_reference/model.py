@@ -1,8 +1,9 @@
 """CPU model of the streaming GVR kernel: which path each row takes, and why.
 
-The model runs the kernel's decisions on the CPU with the same integer arithmetic
-(:mod:`gvr_reference.ladder` for the per-row ladder, the same key-space radix narrowing for the
-sample rungs and the final selection). It reports per row the path the kernel takes and the
+The model runs the kernel's decisions on the CPU with the same arithmetic
+(:mod:`gvr_reference.ladder` for the per-row ladder; for the first rung the same linear level
+over the sample's float32 values, :func:`sample_rung`; the same key-space radix narrowing for
+the other rungs and the final selection). It reports per row the path the kernel takes and the
 numbers behind it: the rung keys, the survivor counts, the capacities. Use it to
 
 - tune the ladder (aim, sample size, capacity) without device time,
@@ -48,7 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .keys import format_keys, key_format
+from .bracket import Bracket, bin_edge, bracket, bracket_bins
+from .keys import format_keys, key_format, order_key
 from .ladder import LadderParams, row_plan, sample_vector
 
 __all__ = [
@@ -60,6 +62,11 @@ __all__ = [
     "crowded_rung",
     "crowd_min_ties",
     "rung_with_ties",
+    "RUNG_BINS",
+    "rung_bracket",
+    "rung_bins",
+    "rung_edge",
+    "sample_rung",
     "select_rule",
     "simulate_row",
     "simulate_windows",
@@ -216,6 +223,78 @@ def rung_with_ties(
         lo, hi = lo_b, hi_b
 
 
+#: Bins of the linear level of a float32 sample rung (:func:`sample_rung`): the radix
+#: histogram's words.
+RUNG_BINS = NUM_BINS
+
+
+def rung_bracket(keys: np.ndarray) -> Bracket | None:
+    """The linear level's bracket of a float32 sample: from the smallest key of the window's
+    sample scores to the largest (key 0, a lane before the window, does not count), with
+    :data:`RUNG_BINS` bins (:func:`gvr_reference.bracket.bracket`); None where it cannot be
+    formed: an end that is not a finite value (``-inf``, ``+inf``, NaN), fewer than two
+    distinct values, or ends too close for the float scale."""
+    k64 = np.asarray(keys).astype(np.int64)
+    inside = k64[k64 != 0]
+    if inside.size == 0:
+        return None
+    return bracket(int(inside.min()), int(inside.max()), RUNG_BINS)
+
+
+def rung_bins(keys: np.ndarray, br: Bracket) -> np.ndarray:
+    """Linear bins (int64) of a sample's keys under its :func:`rung_bracket`: the bracket bin
+    (1 to ``RUNG_BINS - 1``), 0 for key 0 (a lane before the window)."""
+    k64 = np.asarray(keys).astype(np.int64)
+    inside = np.maximum(k64, br.lo).astype(np.uint32)
+    return np.where(k64 < br.lo, 0, bracket_bins(inside, br))
+
+
+def rung_edge(b: int, br: Bracket) -> int:
+    """The rung of linear bin ``b``: the order key of its lower edge
+    (:func:`gvr_reference.bracket.bin_edge`; 0 for bin 0). Every sample key of bin ``b`` or
+    above is at least this key."""
+    if b == 0:
+        return 0
+    return int(order_key(np.array([bin_edge(b, br)], np.float32))[0])
+
+
+def sample_rung(
+    keys: np.ndarray, j: int, reach: int, key_max: int = 0xFFFFFFFF
+) -> tuple[int, int, int]:
+    """The first rung of a streaming row from its sample: ``(T, count, ties)`` as
+    :func:`rung_with_ties`, ``count = #(keys >= T)``.
+
+    Float32 samples with a :func:`rung_bracket` take one *linear* level first: the
+    :data:`RUNG_BINS` bins of :func:`rung_bins` spread the sample's value range evenly, and
+    when the crossing bin ``b`` of ``j`` leaves at most ``reach`` sample keys (the usual case),
+    ``T`` is its edge (:func:`rung_edge`). A radix level over the key bits lumps whole
+    binades together (a gaussian row's top percent shares one top-byte bin with every score
+    from 2 to 8) and needs a second level there. When the bin leaves more, radix levels go on
+    over ``[rung_edge(b), max key]``, which holds every key of bin ``b`` and above (at least
+    ``j``). 16-bit samples, and samples with no bracket, take the radix levels from
+    ``[0, key_max]``.
+
+    Any ``T`` is exact for the kernel (the pass counts the survivors it leaves); this only
+    decides how many levels the narrowing takes. ``device.rung.sample_rung`` does the same
+    arithmetic.
+
+    Args:
+        keys: uint32 sample keys (lanes before the window hold key 0).
+        j: target rank from the top, ``1 <= j <= #(keys > 0)``.
+        reach: the most sample keys the rung may leave at or above it (``>= j``).
+        key_max: the key space's largest key.
+    """
+    br = rung_bracket(keys) if key_max == 0xFFFFFFFF else None
+    if br is None:
+        return rung_with_ties(keys, j, 0, key_max, reach)
+    hist = np.bincount(rung_bins(keys, br), minlength=RUNG_BINS)
+    b, above = _crossing(hist, j)
+    t = rung_edge(b, br)
+    if above + int(hist[b]) <= reach:
+        return t, int(np.count_nonzero(keys >= t)), 0
+    return rung_with_ties(keys, j, t, int(np.asarray(keys).max()), reach)
+
+
 def crowd_min_ties(n: int, s: int, capacity: int, bits: int = 32, ops=None) -> int:
     """Sample ties that make a single-key rung *crowded* (:func:`crowded_rung`).
 
@@ -324,7 +403,7 @@ def simulate_row(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) ->
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=0, count1=n)
     sample = _sample_keys(keys, plan, lead, p.vec)
-    t1, _, ties = rung_with_ties(sample, plan.j1, 0, fmt.key_max, plan.reach1)
+    t1, _, ties = sample_rung(sample, plan.j1, plan.reach1, fmt.key_max)
     min_ties = crowd_min_ties(n, int(sample.size), p.capacity, fmt.bits)
     crowded = crowded_rung(t1, ties, fmt.key_max, min_ties)
     eq1 = int(np.count_nonzero(keys == t1)) if crowded else 0

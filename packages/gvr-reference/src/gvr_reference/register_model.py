@@ -92,7 +92,18 @@ from typing import Any
 
 import numpy as np
 
-from .keys import format_keys, key_format, key_to_float, order_key
+from .bracket import (
+    BIN0_BITS,
+    BRACKET_BINS,
+    KEY_FLT_MAX,
+    KEY_NEG_FLT_MAX,
+    Bracket,
+    bracket,
+    bracket_bins,
+    crossing,
+    fma32,
+)
+from .keys import format_keys, key_format, order_key
 from .ladder import PY_OPS
 from .model import Path, RowTrace, crowded_rung, rung_with_ties
 
@@ -123,104 +134,11 @@ __all__ = [
     "simulate_windows",
 ]
 
-#: Bins of the bracket histogram (scores below the bracket's low end are in a bin at most the
-#: low end's, or in none).
-BRACKET_BINS = 2048
-#: float32 bits of ``2**23``: a mapped score ``t`` in ``[2**23, 2**24)`` is an integer, and
-#: its bits less these are its bin.
-BIN0_BITS = 0x4B000000
 #: Crossing bins of at most this many keys are ranked by one warp (one key per lane).
 RANK_MAX = 32
 #: A warp whose sample holds one key this many times (a quarter of its 32) marks the row
 #: crowded: a tie class that large would send long runs of atomics to one bracket bin.
 CROWD_MIN = 8
-#: Order keys of +FLT_MAX and -FLT_MAX: the bracket's ends must lie in between.
-KEY_FLT_MAX = 0xFF7FFFFF
-KEY_NEG_FLT_MAX = 0x00800000
-
-
-@dataclass(frozen=True)
-class Bracket:
-    """The float32 map of a row's scores onto the bracket histogram's bins.
-
-    Attributes:
-        lo: the order key of the bracket's low end.
-        scale: ``(bins - 4) / (vmax - vlo)`` in float32 (positive, finite).
-        bias: ``fma(-vlo, scale, 2**23 + 2)`` in float32.
-    """
-
-    lo: int
-    scale: np.float32
-    bias: np.float32
-
-
-def fma32(a, b, c) -> np.ndarray:
-    """``a * b + c`` rounded once to float32 (``fma.rn.f32``), elementwise over float32
-    arrays (subnormals kept, overflow to infinities, NaN where IEEE gives one).
-
-    The product of two float32 values is exact in float64; the float64 sum is corrected by
-    its exact error (Knuth's TwoSum) where it falls on a float32 rounding midpoint, the only
-    case where rounding twice differs from rounding once."""
-    a, b, c = (np.asarray(x, np.float32) for x in (a, b, c))
-    with np.errstate(over="ignore", invalid="ignore"):
-        p = a.astype(np.float64) * b.astype(np.float64)
-        c64 = c.astype(np.float64)
-        s = p + c64
-        bb = s - p
-        err = (p - (s - bb)) + (c64 - bb)
-        r = s.astype(np.float32)
-        # an overflow to infinity sits at 2**128 for the midpoint test
-        r64 = r.astype(np.float64)
-        r64 = np.where(np.isinf(r64), np.copysign(2.0**128, r64), r64)
-        # the float32 neighbour of r on the side of s, and the midpoint between them
-        other = np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf)))
-        mid = (r64 + other.astype(np.float64)) / 2
-        fix = np.isfinite(s) & np.isfinite(err) & (s != r64) & (s == mid) & (err != 0)
-        # on the midpoint: the exact sum lies on the side of its error's sign
-        toward = np.where(err > 0, np.maximum(r, other), np.minimum(r, other))
-        return np.where(fix, toward, r).astype(np.float32)
-
-
-def bracket(lo: int, top: int, bins: int = BRACKET_BINS) -> Bracket | None:
-    """The bracket of keys ``[lo, top]``, or None when it cannot be formed: an end outside
-    the finite values, ``top <= lo``, an infinite width or scale, the low end mapped below
-    bin 1 or the top above bin ``bins - 1``.
-
-    The arithmetic is the kernel's (``device.bracket.bracket_setup``): ``sub.rn.f32``,
-    ``div.rn.f32`` and ``fma.rn.f32``, IEEE float32 round-to-nearest, subnormals kept."""
-    lo, top = int(lo), int(top)
-    if not KEY_NEG_FLT_MAX <= lo < top <= KEY_FLT_MAX:
-        return None
-    vlo, vmax = key_to_float(np.array([lo, top], np.uint32))
-    with np.errstate(over="ignore", divide="ignore"):
-        width = np.float32(vmax - vlo)
-        scale = np.float32(np.float32(bins - 4) / width)
-    if not (np.isfinite(width) and np.isfinite(scale)):
-        return None
-    bias = fma32(-vlo, scale, np.float32(2.0**23 + 2))[()]
-    ends = fma32(np.array([vlo, vmax], np.float32), scale, bias).view(np.int32)
-    if not (ends[0] >= BIN0_BITS + 1 and ends[1] <= BIN0_BITS + bins - 1):
-        return None
-    return Bracket(lo, scale, np.float32(bias))
-
-
-def bracket_bins(keys: np.ndarray, br: Bracket) -> np.ndarray:
-    """Bins (int64) of ``keys`` (any keys of values at most the bracket's top; ``-inf``
-    included): the float32 bits of ``t = fma(v, scale, bias)`` less those of ``2**23``, or
-    -1 where ``t < 2**23`` (not counted). Keys at or above ``br.lo`` get bins ``>= 1``, none
-    above ``BRACKET_BINS - 1``."""
-    v = key_to_float(np.asarray(keys, np.uint32))
-    t = fma32(v, br.scale, br.bias).view(np.int32).astype(np.int64)
-    return np.where(t >= BIN0_BITS, t - BIN0_BITS, -1)
-
-
-def crossing(hist: np.ndarray, target: int) -> tuple[int, int, int]:
-    """``(b, above, count_b)``: the highest bin whose suffix count reaches ``target``
-    (``1 <= target <= hist.sum()``), the count above it and its own count."""
-    suffix = np.cumsum(hist[::-1])[::-1]
-    b = int(np.flatnonzero(suffix >= target).max())
-    above = int(suffix[b + 1]) if b + 1 < hist.size else 0
-    return b, above, int(hist[b])
 
 
 def bracket_topk(values: np.ndarray, k: int) -> np.ndarray | None:

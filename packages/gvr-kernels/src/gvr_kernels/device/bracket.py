@@ -3,7 +3,7 @@ bins by one IEEE float32 fused multiply-add, the float reductions that find the 
 ends, the crossing-bin search over that many bins by the whole CTA, and the crossing bin's
 selection once its keys are staged (ranked by one warp, or narrowed).
 
-The CPU twin of every formula is in ``gvr_reference.register_model`` (:func:`bracket`,
+The CPU twin of every formula is in ``gvr_reference.bracket`` (:func:`bracket`,
 :func:`bracket_bins`, :func:`crossing`): the same IEEE operations, so the kernel's bins, and
 the path each row takes, are what the model predicts. Exactness needs less than that: the bin
 only has to be a non-decreasing function of the score, identical in every pass, which the
@@ -20,7 +20,7 @@ import cutlass.cute as cute
 from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
-from gvr_reference.register_model import BIN0_BITS, KEY_FLT_MAX, KEY_NEG_FLT_MAX
+from gvr_reference.bracket import BIN0_BITS, KEY_FLT_MAX, KEY_NEG_FLT_MAX
 
 from . import warp
 from .keys import F32, KEY_MAX, key_bits, widen_bits
@@ -37,6 +37,8 @@ __all__ = [
     "fmin",
     "BIN0_BITS",
     "bracket_setup",
+    "bin_edge",
+    "bracket_bin",
     "spill_floor",
     "count_bracket",
     "hist_base",
@@ -99,7 +101,7 @@ def _fma(a: Uint32, b: Uint32, c: Uint32, *, loc=None, ip=None) -> Uint32:
 @cute.jit
 def bracket_setup(lo: Uint32, top: Uint32, bins: cutlass.Constexpr):
     """``(ok, scale, bias)`` (float32 bits) of the bracket over keys ``[lo, top]``
-    (``gvr_reference.register_model.bracket``): ``scale = (bins - 4) / (vmax - vlo)`` and
+    (``gvr_reference.bracket.bracket``): ``scale = (bins - 4) / (vmax - vlo)`` and
     ``bias = fma(-vlo, scale, 2**23 + 2)``, so a score ``v`` maps to
     ``t = fma(v, scale, bias)``, an integer-valued float (about ``2**23 + 2`` for ``vlo``,
     ``2**23 + bins - 2`` for ``vmax``) whose bits less :data:`BIN0_BITS` are its bin. ``ok``
@@ -118,6 +120,24 @@ def bracket_setup(lo: Uint32, top: Uint32, bins: cutlass.Constexpr):
     ok = ok & (width < Uint32(0x7F800000)) & (scale < Uint32(0x7F800000))
     ok = ok & (t_lo >= Int32(BIN0_BITS + 1)) & (t_top <= Int32(BIN0_BITS + bins - 1))
     return Boolean(ok), scale, bias
+
+
+@cute.jit
+def bin_edge(b: Int32, scale: Uint32, bias: Uint32) -> Uint32:
+    """The float32 bits of the lower edge of bracket bin ``b`` (``gvr_reference.bracket.
+    bin_edge``): ``(2**23 + b - bias - 0.5) / scale`` by ``sub.rn``, ``sub.rn``, ``div.rn``
+    (the two subtractions are exact inside a bracket, so one rounding in all). Every score
+    of bin ``b`` or above is at least this value."""
+    d = _asm2(Uint32(BIN0_BITS) + Uint32(b), bias, "sub.rn")
+    d = _asm2(d, Uint32(_f32_bits(0.5)), "sub.rn")
+    return _asm2(d, scale, "div.rn")
+
+
+@cute.jit
+def bracket_bin(bits: Uint32, scale: Uint32, bias: Uint32) -> Int32:
+    """The bracket bin of the float32 score ``bits`` (``gvr_reference.bracket.bracket_bins``
+    for a score inside the bracket): the bits of ``fma(v, scale, bias)`` less ``BIN0_BITS``."""
+    return Int32(_fma(bits, scale, bias)) - Int32(BIN0_BITS)
 
 
 @cute.jit

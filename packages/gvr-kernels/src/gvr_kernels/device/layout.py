@@ -45,10 +45,11 @@ class Ctl:
     THR = 12  # streaming: the rung, kept here across the streaming pass (Uint32 bits)
     N = 13  # streaming: the row length, kept here across the streaming pass
     BIAS = 14  # bracket families: float32 bits of the bracket's bias (reread by the emission)
-    SMAX = 14  # streaming split: largest sample key (the survivor bins' span; BIAS's word)
+    SMAX = 14  # streaming: largest sample key (the rung's bracket; a split row's survivor bins)
     CMIN = 15  # register family, bracket: complement of the crossing bin's smallest key
     CMAX = 16  # register family, bracket: the crossing bin's largest key
     SCALE = 17  # bracket families: float32 bits of the bracket's scale (reread by the emission)
+    SLOW = 16  # streaming: complement of the sample's smallest key (CMAX's word)
     # streaming family, ragged split (past the zeroed words: set once, read after the pass)
     RROW = 18  # this CTA's row (-1: no work)
     RPART = 19  # this CTA's part of its row

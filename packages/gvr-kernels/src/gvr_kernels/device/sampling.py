@@ -14,6 +14,7 @@ from gvr_reference.ladder import sample_vector
 
 from .keys import F32, order_key, vector_bits
 from .memory import load_vec4
+from .ops import umax
 
 __all__ = ["load_sample", "thread_sample_key", "sample_slot"]
 
@@ -30,6 +31,7 @@ def load_sample(
     runmax=None,
     policy=None,
     smax=None,
+    slow=None,
 ):
     """Keys of the sampled vectors (``fmt.vec`` scores each) into shared ``sample``; lanes
     before the window get key 0. With ``runmax`` (a shared array of ``sample_max // (4 *
@@ -37,7 +39,9 @@ def load_sample(
     lanes holding a run meet by two butterfly shuffles; the first writes it).
 
     With ``smax`` (a pointer to a shared uint32 word, zero before), also the largest sample
-    key, by one atomic maximum per warp (visible after the caller's next CTA barrier).
+    key, by one atomic maximum per warp (visible after the caller's next CTA barrier). With
+    ``slow`` (another such word), the complement of the smallest key of the window's sampled
+    scores, the same way (the lanes before the window do not count).
 
     Every thread issues all its sample loads before using any (addresses of missing vectors
     are clamped to vector 0 and their data discarded).
@@ -52,6 +56,7 @@ def load_sample(
         v = cutlass.select_(ok, sample_vector(t, plan.sample_step), Int32(0))
         regs.append(load_vec4(base + Int64(v) * Int64(vec), policy))
     largest = Uint32(0)
+    low_c = Uint32(0)
     for s in cutlass.range_constexpr(per_thread):
         t = s * threads + tid
         top = Uint32(0)
@@ -60,12 +65,15 @@ def load_sample(
             bits = vector_bits(regs[s], fmt)
             for q in cutlass.range_constexpr(vec):
                 key = order_key(bits[q], fmt)
-                key = cutlass.select_(v * vec + q >= lead, key, Uint32(0))
+                inside = v * vec + q >= lead
+                key = cutlass.select_(inside, key, Uint32(0))
                 sample[t * vec + q] = key
+                if cutlass.const_expr(slow is not None):
+                    low_c = umax(low_c, Uint32(cutlass.select_(inside, ~key, Uint32(0))))
                 if cutlass.const_expr(runmax is not None):
                     top = cutlass.max(top, key)
                 if cutlass.const_expr(smax is not None):
-                    largest = cutlass.max(largest, key)
+                    largest = umax(largest, key)
         if cutlass.const_expr(runmax is not None):
             # a run is four consecutive t: four consecutive lanes of one warp
             top = cutlass.max(top, Uint32(cute.arch.shuffle_sync_bfly(top, offset=1)))
@@ -76,6 +84,10 @@ def load_sample(
         largest = Uint32(cute.arch.warp_redux_sync(largest, "umax"))
         if cute.arch.lane_idx() == 0:
             cute.arch.atomic_max(smax, largest)
+    if cutlass.const_expr(slow is not None):
+        low_c = Uint32(cute.arch.warp_redux_sync(low_c, "umax"))
+        if cute.arch.lane_idx() == 0:
+            cute.arch.atomic_max(slow, low_c)
 
 
 @cute.jit

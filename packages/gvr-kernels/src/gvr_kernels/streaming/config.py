@@ -37,7 +37,7 @@ __all__ = [
 MODES = ("decode", "prefill", "full")
 HIST_BINS = 256
 #: Control words zeroed at the start of a row ...
-CTL_WORDS = 16
+CTL_WORDS = 17
 #: ... and allocated by a ragged split (its assignment words follow the zeroed ones).
 CTL_ALLOC = 24
 #: Per-row words of the split workspace before the survivor slab, zero on entry and zero

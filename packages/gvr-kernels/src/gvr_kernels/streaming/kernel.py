@@ -9,8 +9,9 @@ Per row (algorithm and invariants in ``docs/kernels.md``; CPU model in
 2. **Sample.** Runs of four whole 16-byte vectors at positions that depend only on ``n`` are
    read into shared memory as order keys (:func:`gvr_reference.ladder.row_plan`,
    :func:`gvr_reference.ladder.sample_vector`).
-3. **Rung.** Radix narrowing over the sample gives a key ``T1`` with about ``aim`` scores of the
-   row expected at or above it.
+3. **Rung.** One linear level over the sample's value range (float32 rows; ``device.rung``),
+   or radix narrowing over the sample, gives a key ``T1`` with about ``aim`` scores of the row
+   expected at or above it.
 4. **Stream.** One pass over the row stages every survivor (key >= T) in shared memory,
    counting all of them even past the capacity; the test is one IEEE compare per score
    against :func:`gvr_reference.keys.stream_bound` (one per pair of 16-bit scores).
@@ -74,6 +75,7 @@ from ..device.keys import (
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, Source, Window
 from ..device.memory import l2_policy, load_coherent, load_scalar, load_score, load_vec4_if
 from ..device.ops import DEVICE_OPS
+from ..device.rung import sample_rung
 from ..device.sampling import load_sample
 from ..device.select import (
     emit_rule,
@@ -384,29 +386,24 @@ class StreamingTopK:
             # With l2_hints the sampled lines stay in L2 until the pass reads them again.
             policy = l2_policy("evict_last") if const_expr(cfg.l2_hints) else None
             # Split rows: the sample's largest key spans the survivor bins (_split_meet).
+            # The sample's largest key (float32: and its smallest) spans the rung's linear
+            # level; a split row's survivor bins span up to the largest (_split_meet).
             smax = None
-            if const_expr(cfg.split):
+            slow = None
+            if const_expr(cfg.split or fmt.bits == 32):
                 smax = cute.recast_ptr(sh.ctl.iterator + Ctl.SMAX, dtype=Uint32)
+            if const_expr(fmt.bits == 32):
+                slow = cute.recast_ptr(sh.ctl.iterator + Ctl.SLOW, dtype=Uint32)
             load_sample(
                 cfg.threads, cfg.sample_max, sh.sample, base, lead, plan, fmt, runmax, policy,
-                smax,
+                smax, slow,
             )  # fmt: skip
             cute.arch.barrier()
             self._stamp(paths, "sample")
-            thr_key, ties, _ = narrow(
-                cfg,
-                sh,
-                win,
-                Source.SAMPLE,
-                Rank.BY_KEY,
-                Goal.RUNG,
-                plan.j1,
-                Uint32(0),
-                key_max,
-                Uint32(0),
-                n_sample,
-                reach=plan.reach1,
-            )
+            thr_key, ties, _ = sample_rung(
+                cfg, sh, win, plan.j1, plan.reach1, n_sample, ~Uint32(sh.ctl[Ctl.SLOW]),
+                Uint32(sh.ctl[Ctl.SMAX]),
+            )  # fmt: skip
             # A crowded single key (gvr_reference.model.crowded_rung): stage only the keys
             # above it (its ties are found later by the in-order scan). ``code == TIE`` marks
             # a crowded rung until the row's path is known.
