@@ -29,6 +29,7 @@ from gvr_kernels.routing import (
 )
 from gvr_kernels.spec import B200, H200, DeviceSpec
 from gvr_kernels.streaming import StreamingConfig
+from gvr_kernels.streaming.config import CTL_WORDS
 from gvr_reference.ladder import row_plan
 
 
@@ -123,7 +124,8 @@ def test_smem_bytes_is_the_layout():
     c = StreamingConfig(threads=512, capacity=8192, sample_max=4096)
     names = [name for name, _, _ in c.shared_layout()]
     assert names == ["hist", "ctl", "sample", "stage_bits", "stage_idx"]
-    assert c.smem_bytes == 4 * (256 + 16 + 4096) + 8 * 8192
+    ctl = -(-4 * CTL_WORDS // 16) * 16  # (each array 16-byte aligned)
+    assert c.smem_bytes == 4 * 256 + ctl + 4 * 4096 + 8 * 8192
 
 
 def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
