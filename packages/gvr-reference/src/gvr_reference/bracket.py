@@ -125,10 +125,14 @@ def bin_edge(b: int, br: Bracket) -> np.float32:
     kernels compute it (``sub.rn``, ``sub.rn``, ``div.rn``; ``device.bracket.bin_edge``).
 
     ``fma(v, scale, bias)`` rounds to the nearest integer, so bin ``b`` starts at the real
-    ``e = (2**23 + b - 0.5 - bias) / scale``. Inside a bracket both subtractions are exact
-    (``bias`` lies within a factor of two of ``2**23``, and the difference is a multiple of
-    0.5 below ``2**23``), so the result is ``e`` rounded once: every float32 at or above
-    ``e`` is at or above it, and so is every score of bin ``b`` or higher."""
+    ``e = (2**23 + b - 0.5 - bias) / scale``. When ``2**22 <= bias < 2**24`` both
+    subtractions are exact (Sterbenz: ``bias`` within a factor of two of ``2**23 + b``; the
+    difference a multiple of 0.5 below ``2**23`` in magnitude), so the result is ``e``
+    rounded once: every float32 at or above ``e`` is at or above it, and so is every score
+    of bin ``b`` or higher. Outside that range (a bracket narrow against its distance from
+    zero) the 0.5 can be rounded away and the edge can land a key above its bin's lowest:
+    the streaming rung takes the linear level only inside it
+    (``gvr_reference.model.rung_bracket``)."""
     d = np.float32(np.float32(2.0**23 + b) - np.float32(br.bias))
     d = np.float32(d - np.float32(0.5))
     with np.errstate(over="ignore"):  # the low end's bin may start below -FLT_MAX: -inf

@@ -63,6 +63,8 @@ __all__ = [
     "crowd_min_ties",
     "rung_with_ties",
     "RUNG_BINS",
+    "RUNG_BIAS_MIN",
+    "RUNG_BIAS_MAX",
     "rung_bracket",
     "rung_bins",
     "rung_edge",
@@ -226,6 +228,11 @@ def rung_with_ties(
 #: Bins of the linear level of a float32 sample rung (:func:`sample_rung`): the radix
 #: histogram's words.
 RUNG_BINS = NUM_BINS
+#: The linear level's bracket bias range (float32 values): inside it both subtractions of
+#: :func:`gvr_reference.bracket.bin_edge` are exact, so every key of a bin is at or above its
+#: edge.
+RUNG_BIAS_MIN = 2.0**22
+RUNG_BIAS_MAX = 2.0**24
 
 
 def rung_bracket(keys: np.ndarray) -> Bracket | None:
@@ -233,12 +240,18 @@ def rung_bracket(keys: np.ndarray) -> Bracket | None:
     sample scores to the largest (key 0, a lane before the window, does not count), with
     :data:`RUNG_BINS` bins (:func:`gvr_reference.bracket.bracket`); None where it cannot be
     formed: an end that is not a finite value (``-inf``, ``+inf``, NaN), fewer than two
-    distinct values, or ends too close for the float scale."""
+    distinct values, or ends too close for the float scale; and None where the bracket's
+    ``bias`` lies outside ``[2**22, 2**24)`` (a range narrow against its distance from zero,
+    under about 500 units in the last place), where the edge arithmetic of
+    :func:`gvr_reference.bracket.bin_edge` is not exact."""
     k64 = np.asarray(keys).astype(np.int64)
     inside = k64[k64 != 0]
     if inside.size == 0:
         return None
-    return bracket(int(inside.min()), int(inside.max()), RUNG_BINS)
+    br = bracket(int(inside.min()), int(inside.max()), RUNG_BINS)
+    if br is None or not RUNG_BIAS_MIN <= float(br.bias) < RUNG_BIAS_MAX:
+        return None
+    return br
 
 
 def rung_bins(keys: np.ndarray, br: Bracket) -> np.ndarray:
@@ -262,7 +275,8 @@ def sample_rung(
     keys: np.ndarray, j: int, reach: int, key_max: int = 0xFFFFFFFF
 ) -> tuple[int, int, int]:
     """The first rung of a streaming row from its sample: ``(T, count, ties)`` as
-    :func:`rung_with_ties`, ``count = #(keys >= T)``.
+    :func:`rung_with_ties` (``count = #(keys >= T)``; on the linear level the histogram's
+    count, which leaves out only keys equal to ``T`` binned below it).
 
     Float32 samples with a :func:`rung_bracket` take one *linear* level first: the
     :data:`RUNG_BINS` bins of :func:`rung_bins` spread the sample's value range evenly, and
@@ -291,7 +305,7 @@ def sample_rung(
     b, above = _crossing(hist, j)
     t = rung_edge(b, br)
     if above + int(hist[b]) <= reach:
-        return t, int(np.count_nonzero(keys >= t)), 0
+        return t, above + int(hist[b]), 0
     return rung_with_ties(keys, j, t, int(np.asarray(keys).max()), reach)
 
 

@@ -1,7 +1,8 @@
-"""The bracket histogram of the register-resident and cluster-register families: scores to
-bins by one IEEE float32 fused multiply-add, the float reductions that find the bracket's
-ends, the crossing-bin search over that many bins by the whole CTA, and the crossing bin's
-selection once its keys are staged (ranked by one warp, or narrowed).
+"""The bracket histogram of the register-resident and cluster-register families (and the
+streaming rung's linear level, ``device.rung``): scores to bins by one IEEE float32 fused
+multiply-add, the float reductions that find the bracket's ends, the crossing-bin search over
+that many bins by the whole CTA, and the crossing bin's selection once its keys are staged
+(ranked by one warp, or narrowed).
 
 The CPU twin of every formula is in ``gvr_reference.bracket`` (:func:`bracket`,
 :func:`bracket_bins`, :func:`crossing`): the same IEEE operations, so the kernel's bins, and
@@ -125,9 +126,9 @@ def bracket_setup(lo: Uint32, top: Uint32, bins: cutlass.Constexpr):
 @cute.jit
 def bin_edge(b: Int32, scale: Uint32, bias: Uint32) -> Uint32:
     """The float32 bits of the lower edge of bracket bin ``b`` (``gvr_reference.bracket.
-    bin_edge``): ``(2**23 + b - bias - 0.5) / scale`` by ``sub.rn``, ``sub.rn``, ``div.rn``
-    (the two subtractions are exact inside a bracket, so one rounding in all). Every score
-    of bin ``b`` or above is at least this value."""
+    bin_edge``): ``(2**23 + b - bias - 0.5) / scale`` by ``sub.rn``, ``sub.rn``, ``div.rn``.
+    With ``2**22 <= bias < 2**24`` the two subtractions are exact, so one rounding in all,
+    and every score of bin ``b`` or above is at least this value."""
     d = _asm2(Uint32(BIN0_BITS) + Uint32(b), bias, "sub.rn")
     d = _asm2(d, Uint32(_f32_bits(0.5)), "sub.rn")
     return _asm2(d, scale, "div.rn")

@@ -6,11 +6,13 @@ radix levels, each a histogram of the sample and two CTA barriers, before its cr
 at most ``reach`` keys. One level of :data:`RUNG_BINS` bins spread evenly over the sample's
 values, from its smallest key to its largest (the bracket map of :mod:`.bracket`: one
 ``fma.rn.f32`` a key), settles it at once on such rows; the rung is the crossing bin's lower
-edge (:func:`~.bracket.bin_edge`, three IEEE operations). When that bin still leaves more than
-``reach`` sample keys (a tie class, scores piled near one value), radix levels go on over the
-keys from the edge to the sample's largest: they hold every key of the crossing bin and above,
-so at least ``target``. Samples whose ends are not finite values (or too close for the float
-scale), and 16-bit samples, take the radix levels from ``[0, key_max]``.
+edge (:func:`~.bracket.bin_edge`, three IEEE operations, exact while the bracket's bias lies in
+``[2**22, 2**24)``). When that bin still leaves more than ``reach`` sample keys (a tie class,
+scores piled near one value), radix levels go on over the keys from the edge to the sample's
+largest: they hold every key of the crossing bin and above, so at least ``target``. Samples
+whose ends are not finite values, too close for the float scale, or whose bias falls outside
+that range (a spread of under about 500 units in the last place), and 16-bit samples, take the
+radix levels from ``[0, key_max]``.
 
 The CPU twin is ``gvr_reference.model.sample_rung``. Any rung is exact for the kernel (the pass
 counts the survivors it leaves, invariant I6 of ``docs/kernels.md``); the arithmetic only has to
@@ -19,10 +21,12 @@ match the model's for the path to be the predicted one.
 
 from __future__ import annotations
 
+import struct
+
 import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Int32, Uint32, const_expr
-from gvr_reference.model import RUNG_BINS
+from gvr_reference.model import RUNG_BIAS_MAX, RUNG_BIAS_MIN, RUNG_BINS
 
 from . import radix
 from .bracket import bin_edge, bracket_bin, bracket_setup
@@ -31,6 +35,11 @@ from .layout import Ctl, Goal, Rank, Source
 from .select import narrow
 
 __all__ = ["RUNG_BINS", "sample_rung"]
+
+#: float32 bits of the linear level's bias range ``[RUNG_BIAS_MIN, RUNG_BIAS_MAX)``: positive
+#: floats order as their bits, and a negative bias (sign bit set) is above both.
+_BIAS_MIN_BITS = struct.unpack("<I", struct.pack("<f", RUNG_BIAS_MIN))[0]
+_BIAS_MAX_BITS = struct.unpack("<I", struct.pack("<f", RUNG_BIAS_MAX))[0]
 
 
 @cute.jit
@@ -63,6 +72,8 @@ def sample_rung(
     settled = Boolean(False)
     if const_expr(cfg.key_format.bits == 32):
         ok, scale, bias = bracket_setup(low, top, RUNG_BINS)
+        # (bias in [2**22, 2**24): the edge arithmetic is exact, gvr_reference.bracket.bin_edge)
+        ok = ok & (bias >= Uint32(_BIAS_MIN_BITS)) & (bias < Uint32(_BIAS_MAX_BITS))
         if ok:
             for i in cutlass.range(tid, count, cfg.threads):
                 key = sh.sample[i]

@@ -385,7 +385,6 @@ class StreamingTopK:
                 runmax = sh.runmax
             # With l2_hints the sampled lines stay in L2 until the pass reads them again.
             policy = l2_policy("evict_last") if const_expr(cfg.l2_hints) else None
-            # Split rows: the sample's largest key spans the survivor bins (_split_meet).
             # The sample's largest key (float32: and its smallest) spans the rung's linear
             # level; a split row's survivor bins span up to the largest (_split_meet).
             smax = None
