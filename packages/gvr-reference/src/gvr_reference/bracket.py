@@ -31,6 +31,9 @@ __all__ = [
     "bracket",
     "bracket_bins",
     "bin_edge",
+    "EDGE_BIAS_MIN",
+    "EDGE_BIAS_MAX",
+    "edge_exact",
     "crossing",
 ]
 
@@ -137,6 +140,17 @@ def bin_edge(b: int, br: Bracket) -> np.float32:
     d = np.float32(d - np.float32(0.5))
     with np.errstate(over="ignore"):  # the low end's bin may start below -FLT_MAX: -inf
         return np.float32(d / np.float32(br.scale))
+
+
+#: The bias range (float32 values) where :func:`bin_edge`'s two subtractions are exact.
+EDGE_BIAS_MIN = 2.0**22
+EDGE_BIAS_MAX = 2.0**24
+
+
+def edge_exact(br: Bracket) -> bool:
+    """Whether every score of bin ``b`` or above is at least :func:`bin_edge` ``(b, br)``:
+    the bracket's bias lies in ``[EDGE_BIAS_MIN, EDGE_BIAS_MAX)``."""
+    return EDGE_BIAS_MIN <= float(br.bias) < EDGE_BIAS_MAX
 
 
 def crossing(hist: np.ndarray, target: int) -> tuple[int, int, int]:

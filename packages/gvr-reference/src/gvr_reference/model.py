@@ -49,7 +49,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bracket import Bracket, bin_edge, bracket, bracket_bins
+from .bracket import (
+    EDGE_BIAS_MAX,
+    EDGE_BIAS_MIN,
+    Bracket,
+    bin_edge,
+    bracket,
+    bracket_bins,
+    edge_exact,
+)
 from .keys import format_keys, key_format, order_key
 from .ladder import LadderParams, row_plan, sample_vector
 
@@ -230,9 +238,9 @@ def rung_with_ties(
 RUNG_BINS = NUM_BINS
 #: The linear level's bracket bias range (float32 values): inside it both subtractions of
 #: :func:`gvr_reference.bracket.bin_edge` are exact, so every key of a bin is at or above its
-#: edge.
-RUNG_BIAS_MIN = 2.0**22
-RUNG_BIAS_MAX = 2.0**24
+#: edge (:func:`gvr_reference.bracket.edge_exact`).
+RUNG_BIAS_MIN = EDGE_BIAS_MIN
+RUNG_BIAS_MAX = EDGE_BIAS_MAX
 
 
 def rung_bracket(keys: np.ndarray) -> Bracket | None:
@@ -249,9 +257,7 @@ def rung_bracket(keys: np.ndarray) -> Bracket | None:
     if inside.size == 0:
         return None
     br = bracket(int(inside.min()), int(inside.max()), RUNG_BINS)
-    if br is None or not RUNG_BIAS_MIN <= float(br.bias) < RUNG_BIAS_MAX:
-        return None
-    return br
+    return br if br is not None and edge_exact(br) else None
 
 
 def rung_bins(keys: np.ndarray, br: Bracket) -> np.ndarray:

@@ -21,7 +21,13 @@ import cutlass.cute as cute
 from cutlass import Boolean, Int32, Int64, Uint32, const_expr
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
-from gvr_reference.bracket import BIN0_BITS, KEY_FLT_MAX, KEY_NEG_FLT_MAX
+from gvr_reference.bracket import (
+    BIN0_BITS,
+    EDGE_BIAS_MAX,
+    EDGE_BIAS_MIN,
+    KEY_FLT_MAX,
+    KEY_NEG_FLT_MAX,
+)
 
 from . import warp
 from .keys import F32, KEY_MAX, key_bits, widen_bits
@@ -39,6 +45,7 @@ __all__ = [
     "BIN0_BITS",
     "bracket_setup",
     "bin_edge",
+    "edge_exact",
     "bracket_bin",
     "spill_floor",
     "count_bracket",
@@ -132,6 +139,15 @@ def bin_edge(b: Int32, scale: Uint32, bias: Uint32) -> Uint32:
     d = _asm2(Uint32(BIN0_BITS) + Uint32(b), bias, "sub.rn")
     d = _asm2(d, Uint32(_f32_bits(0.5)), "sub.rn")
     return _asm2(d, scale, "div.rn")
+
+
+@cute.jit
+def edge_exact(bias: Uint32) -> Boolean:
+    """Whether :func:`bin_edge` bounds its bins (``gvr_reference.bracket.edge_exact``): the
+    bias bits lie in ``[EDGE_BIAS_MIN, EDGE_BIAS_MAX)`` (positive floats order as their
+    bits, and a negative bias, sign bit set, is above both)."""
+    lo = Uint32(_f32_bits(EDGE_BIAS_MIN))
+    return Boolean((bias >= lo) & (bias < Uint32(_f32_bits(EDGE_BIAS_MAX))))
 
 
 @cute.jit

@@ -21,25 +21,18 @@ match the model's for the path to be the predicted one.
 
 from __future__ import annotations
 
-import struct
-
 import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Int32, Uint32, const_expr
-from gvr_reference.model import RUNG_BIAS_MAX, RUNG_BIAS_MIN, RUNG_BINS
+from gvr_reference.model import RUNG_BINS
 
 from . import radix
-from .bracket import bin_edge, bracket_bin, bracket_setup
+from .bracket import bin_edge, bracket_bin, bracket_setup, edge_exact
 from .keys import key_bits, order_key
 from .layout import Ctl, Goal, Rank, Source
 from .select import narrow
 
 __all__ = ["RUNG_BINS", "sample_rung"]
-
-#: float32 bits of the linear level's bias range ``[RUNG_BIAS_MIN, RUNG_BIAS_MAX)``: positive
-#: floats order as their bits, and a negative bias (sign bit set) is above both.
-_BIAS_MIN_BITS = struct.unpack("<I", struct.pack("<f", RUNG_BIAS_MIN))[0]
-_BIAS_MAX_BITS = struct.unpack("<I", struct.pack("<f", RUNG_BIAS_MAX))[0]
 
 
 @cute.jit
@@ -72,8 +65,7 @@ def sample_rung(
     settled = Boolean(False)
     if const_expr(cfg.key_format.bits == 32):
         ok, scale, bias = bracket_setup(low, top, RUNG_BINS)
-        # (bias in [2**22, 2**24): the edge arithmetic is exact, gvr_reference.bracket.bin_edge)
-        ok = ok & (bias >= Uint32(_BIAS_MIN_BITS)) & (bias < Uint32(_BIAS_MAX_BITS))
+        ok = ok & edge_exact(bias)
         if ok:
             for i in cutlass.range(tid, count, cfg.threads):
                 key = sh.sample[i]
