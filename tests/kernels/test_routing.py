@@ -18,6 +18,7 @@ from gvr_kernels.routing import (
     CLUSTER_SMALL_K,
     CLUSTER_WIDE_N,
     MIN_PART_ELEMS,
+    PRELOAD_MAX,
     REGISTER_MAX_N,
     REGISTER_WIDE_N,
     SMALL_ROW_N,
@@ -457,6 +458,42 @@ def test_block_skip_config_rules():
     c = StreamingConfig(threads=512, capacity=8192, block_skip=True)
     assert c.name.endswith("_skip")
     assert [n for n, _, _ in c.shared_layout()][-2:] == ["skip", "runmax"]
+
+
+def test_split_rows_preload_their_chunk_where_it_fits():
+    """A split float32 decode or full row whose chunk at the envelope is at most PRELOAD_MAX
+    vectors a thread loads it before the sample; longer chunks, ragged and block-skip splits,
+    prefill windows and 16-bit rows do not."""
+    for rows, n_env, want in ((1, 262144, 2), (2, 200003, 2), (9, 131072, 3), (8, 262144, 4)):
+        for mode in ("decode", "full"):
+            r = route_static(H200, rows=rows, n_env=n_env, k=1024, mode=mode)
+            chunk = -(-((n_env + 3) // 4) // r.parts)
+            assert r.config.preload == want == -(-chunk // r.config.threads), (rows, n_env)
+            assert want <= PRELOAD_MAX and r.config.name.endswith(f"_pl{want}")
+    assert route_static(H200, rows=16, n_env=262144, k=512).config.preload == 0  # 8 a thread
+    assert route_static(H200, rows=33, n_env=262144, k=512).config.ragged
+    assert route_static(H200, rows=33, n_env=262144, k=512).config.preload == 0
+    assert route_static(H200, rows=1, n_env=262144, k=512, mode="prefill").config.preload == 0
+    bf16 = route_static(H200, rows=1, n_env=262144, k=512, dtype="bfloat16")
+    assert bf16.parts > 1 and bf16.config.preload == 0
+    skip = route_static(H200, rows=8, n_env=262144, k=512, block_skip=True)
+    assert skip.config.block_skip and skip.config.preload == 0
+    assert {c.preload for c in routed_configs(H200) if getattr(c, "preload", 0)} == {2, 3, 4}
+
+
+def test_preload_config_rules():
+    with pytest.raises(ValueError, match="preload needs split=True"):
+        StreamingConfig(preload=2)
+    with pytest.raises(ValueError, match="preload needs split=True"):
+        StreamingConfig(split=True, ragged=True, preload=2)
+    with pytest.raises(ValueError, match="preload needs split=True"):
+        StreamingConfig(split=True, block_skip=True, preload=2)
+    with pytest.raises(ValueError, match="preload needs a decode or full launch"):
+        StreamingConfig(split=True, mode="prefill", preload=2)
+    with pytest.raises(ValueError, match=r"preload must be in \[0, 4\], got 5"):
+        StreamingConfig(split=True, preload=5)
+    with pytest.raises(TypeError, match="preload must be an int"):
+        StreamingConfig(split=True, preload=True)
 
 
 def _offsets(layout, align: int) -> dict[str, int]:

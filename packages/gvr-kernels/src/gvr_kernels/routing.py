@@ -109,7 +109,7 @@ from gvr_reference.ragged import MIN_PART
 from .cluster.config import ClusterConfig
 from .register.config import RegisterConfig
 from .spec import DeviceSpec
-from .streaming.config import MODES, StreamingConfig
+from .streaming.config import MODES, PRELOAD_MAX, StreamingConfig
 
 __all__ = [
     "Route",
@@ -562,6 +562,7 @@ def route_static(
             unroll = UNROLL_16BIT_MANY_ROWS
         core = replace(core, dtype=dtype, unroll=unroll)
     config = replace(core, mode=mode, with_values=with_values, deterministic=deterministic)
+    config = replace(config, preload=_preload(config, parts, n_env))
     return Route(
         config=config,
         parts=parts,
@@ -569,6 +570,24 @@ def route_static(
         workspace_words=rows * config.workspace_words_per_row if parts > 1 else 0,
         n_env=n_env,
     )
+
+
+def _preload(config: StreamingConfig, parts: int, n_env: int) -> int:
+    """Vectors a thread of a split float32 decode or full row loads before its sample
+    (``StreamingConfig.preload``): its whole chunk at the envelope, ``ceil(ceil(n_env / 4) /
+    parts / threads)``, when that is at most ``PRELOAD_MAX``; else 0. Measured on the H200
+    (``benchmarks/results/h200/ab_preload.log``): at b = 1, n = 262,144 (32 CTAs, two vectors
+    a thread) the pass went 1.9-2.1 -> 0.8-0.9 us and the row 0.7-1.0 us sooner; at b = 8
+    (16 CTAs, four a thread) the sample read slower beside the chunk's loads and the row
+    finished 0.2-0.4 us sooner."""
+    if parts <= 1 or config.ragged or config.block_skip or config.mode == "prefill":
+        return 0
+    if config.dtype != "float32":
+        return 0
+    nvec = -(-n_env // 4)
+    chunk = -(-nvec // parts)
+    need = -(-chunk // config.threads)
+    return need if need <= PRELOAD_MAX else 0
 
 
 def route_dynamic(route: Route, n: int, k: int, lead: int = 0) -> RowPlan:

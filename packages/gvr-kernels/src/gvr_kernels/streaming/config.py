@@ -25,6 +25,7 @@ __all__ = [
     "MODES",
     "HIST_BINS",
     "CTL_WORDS",
+    "PRELOAD_MAX",
     "CTL_ALLOC",
     "WS_HEADER_WORDS",
     "WS_HIST_AT",
@@ -36,6 +37,10 @@ __all__ = [
 
 MODES = ("decode", "prefill", "full")
 HIST_BINS = 256
+#: Most vectors a thread may preload (``StreamingConfig.preload``): four 16-byte vectors,
+#: 16 registers held across the sample and the rung (the 1024-thread split kernel stays at
+#: 62 registers, no spill).
+PRELOAD_MAX = 4
 #: Control words zeroed at the start of a row ...
 CTL_WORDS = 17
 #: ... and allocated by a ragged split (its assignment words follow the zeroed ones).
@@ -123,6 +128,12 @@ class StreamingConfig:
             loads only the blocks whose bound reaches the pass threshold
             (``gvr_reference.blockskip``). Needs ``prefetch == 0`` (a bulk prefetch would read
             the skipped blocks).
+        preload: (``split`` rows of decode and full launches, not ``ragged``, not
+            ``block_skip``) 16-byte vectors each thread loads from the start of its CTA's chunk
+            before it reads the sample, held in registers across the sample and the rung: a
+            chunk of at most ``preload * threads`` vectors is then tested and staged with no
+            load in the pass, so its DRAM read overlaps the sample's instead of following the
+            rung (a longer chunk streams as usual). 0: none.
         l2_hints: the sample's loads give their L2 lines the evict-last priority and the
             streaming pass reads with evict-first (``.L2::cache_hint`` policies,
             ``device.memory.l2_policy``): the sampled sectors stay in L2 until the pass reads
@@ -151,6 +162,7 @@ class StreamingConfig:
     dtype: str = "float32"
     block_skip: bool = False
     l2_hints: bool = False
+    preload: int = 0
 
     def __post_init__(self) -> None:
         fmt = key_format(self.dtype)  # validates the name
@@ -185,6 +197,17 @@ class StreamingConfig:
             )
         if self.stamp_phases and self.record_paths:
             raise ValueError("stamp_phases and record_paths both write the paths tensor")
+        if isinstance(self.preload, bool) or not isinstance(self.preload, int):
+            raise TypeError(f"preload must be an int (vectors a thread), got {self.preload!r}")
+        if not 0 <= self.preload <= PRELOAD_MAX:
+            raise ValueError(f"preload must be in [0, {PRELOAD_MAX}], got {self.preload}")
+        if self.preload and not (self.split and not self.ragged and not self.block_skip):
+            raise ValueError(
+                "preload needs split=True, ragged=False and block_skip=False (one chunk a "
+                f"CTA, every vector read), got preload={self.preload}"
+            )
+        if self.preload and self.mode == "prefill":
+            raise ValueError("preload needs a decode or full launch (windows that start aligned)")
         if not 1 <= self.unroll <= 8:
             raise ValueError(f"unroll must be in [1, 8], got {self.unroll}")
         _ = self.ladder  # validates the ladder fields
@@ -275,6 +298,8 @@ class StreamingConfig:
             parts.append("skip")
         if self.l2_hints:
             parts.append("l2h")
+        if self.preload:
+            parts.append(f"pl{self.preload}")
         if self.with_values:
             parts.append("values")
         if self.deterministic:

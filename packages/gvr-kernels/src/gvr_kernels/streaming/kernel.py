@@ -366,6 +366,14 @@ class StreamingTopK:
             v_end = cutlass.min(v_begin + chunk, nvec)
             own_tail = part == parts - 1
 
+        # A chunk of at most ``preload`` vectors a thread is loaded now, beside the sample,
+        # and held in registers across the sample and the rung: the pass then only tests and
+        # stages it (a longer chunk, a row past the envelope, streams as usual).
+        # (Vectors past the chunk load vector 0, which every row holds: a last CTA's chunk
+        # may be empty, at the row's end.)
+        pre = None
+        if const_expr(cfg.preload > 0):
+            pre = load_tile(cfg.threads, cfg.preload, base, v_begin, v_end, Int32(0), fmt)
         if const_expr(cfg.prefetch > 0):
             # The chunk's first tiles are asked of L2 now: their DRAM read overlaps the sample
             # and the narrowing.
@@ -431,7 +439,7 @@ class StreamingTopK:
             skip_arg = skip
         count = self._stream(
             sh, base, lead, v_begin, v_end, own_tail, plan.tail_start, n, thr_key + crowd,
-            asked=True, skip=skip_arg, c0=c0,
+            asked=True, skip=skip_arg, c0=c0, pre=pre,
         )  # fmt: skip
         self._stamp(paths, "stream")
         code = sh.ctl[Ctl.CODE]
@@ -582,7 +590,7 @@ class StreamingTopK:
     @cute.jit
     def _stream(
         self, sh, base, lead, v_begin, v_end, own_tail, tail_start, n, thr_key,
-        asked: cutlass.Constexpr = False, skip=None, c0=None,
+        asked: cutlass.Constexpr = False, skip=None, c0=None, pre=None,
     ):  # fmt: skip
         """Stage every score of this CTA's chunk with key >= ``thr_key``; returns the count.
 
@@ -590,6 +598,10 @@ class StreamingTopK:
         none is written past the capacity (``stage_selected``), so an overflow is detected
         without writing out of bounds. A single-CTA row's pass ends with the staged maximum
         key in ``ctl[Ctl.MAXKEY]``.
+
+        ``pre`` (``preload`` configurations): the chunk's first vectors, loaded before the
+        sample (:func:`~..device.tiles.load_tile` from ``v_begin``); a chunk they cover is
+        staged from them with no load.
 
         ``skip`` (block-skip configurations): the live-block mask ``sh.skip`` holds this
         chunk's blocks (:meth:`_skip_mask`, for ``thr_key``); a vector of a dead block is not
@@ -636,7 +648,13 @@ class StreamingTopK:
         # Whole tiles first, with no range test; then the one partial tile, tested.
         bound = stream_bound(thr_key, fmt)
         v_whole = v_first + (cutlass.max(v_end - v_first, Int32(0)) // tile) * tile
-        if const_expr(skip is None):
+        if const_expr(pre is not None):
+            if v_end - v_first <= cfg.threads * cfg.preload:
+                regs, oks, vs = pre
+                self._stage_tile(sh, regs, oks, vs, lead, bound)
+            else:
+                self._dense_tiles(sh, base, lead, v_first, v_whole, v_end, bound)
+        elif const_expr(skip is None):
             self._dense_tiles(sh, base, lead, v_first, v_whole, v_end, bound)
         else:
             if skip:
@@ -767,13 +785,14 @@ class StreamingTopK:
     def _stage_tile(self, sh, regs, oks, vs, lead: Int32, bound: Uint32):
         """Test a tile's scores (the hot loop: one IEEE compare per float32 score, one per
         pair of 16-bit scores, :func:`~..device.keys.above_bound`), then stage the survivors.
-        ``oks``: per vector, whether it lies in the chunk (None: the whole tile does). Every
-        lane of a tile's vectors lies inside the window (the vector that straddles a
-        misaligned start is tested before the tiles)."""
+        ``regs``: the tile's vectors a thread (``unroll`` of them, or the ``preload`` held
+        since the sample). ``oks``: per vector, whether it lies in the chunk (None: the whole
+        tile does). Every lane of a tile's vectors lies inside the window (the vector that
+        straddles a misaligned start is tested before the tiles)."""
         cfg = self.cfg
         fmt = cfg.key_format
         elems = []
-        for u in cutlass.range_constexpr(cfg.unroll):
+        for u in cutlass.range_constexpr(len(regs)):
             sels = above_bound(regs[u], bound, fmt)
             for q in cutlass.range_constexpr(fmt.vec):
                 sel = sels[q]
