@@ -137,7 +137,11 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     # and the block-skip form of those whose launches reach BLOCK_SKIP_MIN_BYTES
     skip = [c for c in streaming if c.block_skip]
     streaming = [c for c in streaming if not c.block_skip]
+    # and the preloading form of the float32 decode / full split (three chunk sizes)
+    pre = [c for c in streaming if c.preload]
+    streaming = [c for c in streaming if not c.preload]
     assert len(streaming) == 3 * 3 * 4 * 3 + 2 * 4 * 3
+    assert {replace(c, preload=0) for c in pre} <= set(streaming) and len(pre) == 3 * 2 * 4
     assert {replace(c, block_skip=False, l2_hints=True) for c in skip} <= set(streaming)
     assert all(not c.prefetch for c in skip) and len(skip) > 3 * 4 * 3
     split = {(c.mode, c.ragged) for c in streaming if c.split}
@@ -476,8 +480,7 @@ def test_split_rows_preload_their_chunk_where_it_fits():
     assert route_static(H200, rows=1, n_env=262144, k=512, mode="prefill").config.preload == 0
     bf16 = route_static(H200, rows=1, n_env=262144, k=512, dtype="bfloat16")
     assert bf16.parts > 1 and bf16.config.preload == 0
-    skip = route_static(H200, rows=8, n_env=262144, k=512, block_skip=True)
-    assert skip.config.block_skip and skip.config.preload == 0
+    # (a block-skip launch is at least 32 MiB: its split chunks are far longer)
     assert {c.preload for c in routed_configs(H200) if getattr(c, "preload", 0)} == {2, 3, 4}
 
 
