@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gvr_reference.bracket import bin_edge, bracket
+from gvr_reference.bracket import EDGE_BIAS_MAX, EDGE_BIAS_MIN, bin_edge, bracket
 from gvr_reference.keys import order_key
 from gvr_reference.ladder import PY_OPS, LadderParams, row_plan, sample_vector
 from gvr_reference.model import (
-    RUNG_BIAS_MAX,
-    RUNG_BIAS_MIN,
     RUNG_BINS,
     SPLIT_BINS_MIN_K,
     ModelConfig,
@@ -226,7 +224,7 @@ def test_sample_rung_declines_a_bracket_whose_edges_are_inexact():
     without error."""
     keys = order_key(np.array([3.0, 3.0 + 2.0**-17, 3.0 + 2.0**-14], np.float32))
     wide = bracket(int(keys[0]), int(keys[2]), RUNG_BINS)
-    assert wide is not None and not RUNG_BIAS_MIN <= float(wide.bias) < RUNG_BIAS_MAX
+    assert wide is not None and not EDGE_BIAS_MIN <= float(wide.bias) < EDGE_BIAS_MAX
     assert int(order_key(np.array([bin_edge(34, wide)], np.float32))[0]) == int(keys[1]) + 1
     assert rung_bracket(keys) is None
     assert sample_rung(keys, 2, 2) == rung_with_ties(keys, 2, 0, 0xFFFFFFFF, 2)

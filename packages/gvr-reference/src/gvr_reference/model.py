@@ -49,15 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bracket import (
-    EDGE_BIAS_MAX,
-    EDGE_BIAS_MIN,
-    Bracket,
-    bin_edge,
-    bracket,
-    bracket_bins,
-    edge_exact,
-)
+from .bracket import Bracket, bin_edge, bracket, bracket_bins, edge_exact
 from .keys import format_keys, key_format, order_key
 from .ladder import LadderParams, row_plan, sample_vector
 
@@ -71,8 +63,6 @@ __all__ = [
     "crowd_min_ties",
     "rung_with_ties",
     "RUNG_BINS",
-    "RUNG_BIAS_MIN",
-    "RUNG_BIAS_MAX",
     "rung_bracket",
     "rung_bins",
     "rung_edge",
@@ -236,11 +226,6 @@ def rung_with_ties(
 #: Bins of the linear level of a float32 sample rung (:func:`sample_rung`): the radix
 #: histogram's words.
 RUNG_BINS = NUM_BINS
-#: The linear level's bracket bias range (float32 values): inside it both subtractions of
-#: :func:`gvr_reference.bracket.bin_edge` are exact, so every key of a bin is at or above its
-#: edge (:func:`gvr_reference.bracket.edge_exact`).
-RUNG_BIAS_MIN = EDGE_BIAS_MIN
-RUNG_BIAS_MAX = EDGE_BIAS_MAX
 
 
 def rung_bracket(keys: np.ndarray) -> Bracket | None:
