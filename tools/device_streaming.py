@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 from gvr_kernels.abi import KernelArgs
-from gvr_kernels.routing import route_static
+from gvr_kernels.routing import RAGGED_BULK_MAX_ROWS, route_static
 from gvr_kernels.streaming import StreamingConfig
 from gvr_kernels.testing import (
     FAMILY_NAMES,
@@ -196,7 +196,7 @@ def case_paths(kern, g):
     """Rows built to reach every path; the kernel's recorded path must equal the model's."""
     total = 0
     for split in (False, True):
-        b = 1 if split else 200
+        b = 1 if split else RAGGED_BULK_MAX_ROWS + 88  # (one CTA a row past the ragged split)
         k = 2048
         n = 131072
         route = route_static(SPEC, rows=b, n_env=n, k=k)
@@ -445,6 +445,8 @@ def main():
             (case_decode, (512, 1, 40000, "constant"), {"det": True}),  # split + tie scan
             (case_decode, (512, 70, 33000, "few_finite"), {"values": True}),  # single + ties
             (case_decode, (1024, 40, 140000, "gaussian"), {"ragged": True}),  # ragged split
+            # ragged split of more rows than SMs (512-thread CTAs, rows meeting in slots)
+            (case_decode, (1024, 150, 140000, "gaussian"), {"ragged": True}),
         ):
             rows += case(kern, g, *args_, streaming=True, **kw)
     if args.check:

@@ -61,7 +61,9 @@ def main() -> None:
         return None if getattr(route.config, "split", False) else "not a split row"
 
     def read(stamps, route):
-        return phases(stamps, route.grid, route.parts)
+        # (a ragged split's argument is its extra CTAs; rows of one length get grid / rows)
+        parts = route.grid // (route.grid - route.parts) if route.config.ragged else route.parts
+        return phases(stamps, route.grid, parts)
 
     names = ("entry",) + STAMPS[1:] + ("others", "total")
     time_phases(cell_args("131072,262144"), skip, read, names)

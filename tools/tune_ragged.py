@@ -6,10 +6,13 @@ the router used before it, on the H200 (results: ``benchmarks/results/h200/tune_
 Per cell (arena width, rows, K) two batches of gaussian float32 rows: serving-like ragged
 lengths (``benchmarks/bench_topk.ragged_lengths``: 80 % short, 15 % mid, 5 % long, the last
 row the full width) and uniform full rows. ``static``: the same ``rows * parts`` CTAs with
-``parts`` per row (``rows <= SMs / 2``), or one 1024-thread CTA per row (``SMs / 2 < rows <=
-SMs``); ``ragged``: the routed ragged split. Each configuration is exported ahead of time (in
-parallel), then launched directly (``gvr_kernels.abi.KernelArgs``); one CUDA-event median of
-40 launches per cell, the L2 flushed before each, after a short bf16 matmul warm-up. Every
+``parts`` per row (``rows <= SMs / 2``), or one CTA per row (1024 threads for ``SMs / 2 < rows
+<= SMs``, 512 past the SMs); ``ragged``: the ragged split of the same core and CTAs (also
+where the router keeps the static split), past the SMs with ``min(rows - 1, SMs)`` extra CTAs
+at every width measured; ``ragged x2``: past the SMs, with ``min(rows - 1, 2 * SMs)``. Each
+configuration is exported ahead of time (in parallel), then launched directly
+(``gvr_kernels.abi.KernelArgs``); one CUDA-event median of 40 launches per cell, the L2
+flushed before each, after a short bf16 matmul warm-up. Every
 timed launch's answer is checked first (the selected values equal ``torch.topk``'s over each
 row's window, as multisets).
 """
@@ -20,8 +23,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-WIDTHS = (65536, 262144)
-ROWS = (8, 32, 64, 100, 132)
+WIDTHS = (65536, 131072, 262144)
+ROWS = (8, 32, 64, 100, 132, 133, 256, 512)
 KS = (512, 2048)
 OUT = "/tmp/aot_tune_ragged"
 
@@ -30,24 +33,39 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 
 def routes(spec, rows, width, k):
-    """``(static config, static parts, ragged config, ragged parts)`` of a decode launch, or
-    None where the router does not pick the ragged split."""
+    """``(static config, static parts, ragged config, ragged parts...)`` of a decode launch
+    (``parts``: the kernels' argument; a ragged split's extra CTAs), or None where the router
+    does not pick the ragged split and the rows fit the SMs."""
     from gvr_kernels import routing
 
+    s = spec.sm_count
     r = routing.route_static(spec, rows=rows, n_env=width, k=k, families=("streaming",))
-    if not getattr(r.config, "ragged", False):
+    ragged = getattr(r.config, "ragged", False)
+    if rows > s:
+        single = replace(r.config, split=False, ragged=False)
+        many = replace(single, split=True, ragged=True)
+        return single, 1, many, min(rows - 1, s), min(rows - 1, 2 * s)
+    if rows <= s // 2 and r.config.split:
+        # the static split and the ragged split of the same rows * parts CTAs
+        parts = r.grid // rows
+        split = replace(r.config, ragged=False)
+        return split, parts, replace(split, ragged=True, preload=0), rows * (parts - 1)
+    if not ragged:
         return None
-    if rows <= spec.sm_count // 2:
-        return replace(r.config, ragged=False), r.parts, r.config, r.parts
     single = replace(r.config, split=False, ragged=False, aim_mult=2)
     return single, 1, r.config, r.parts
+
+
+def cfgs_words(cfgs) -> int:
+    """The largest split workspace row slot among ``cfgs`` (uint32 words)."""
+    return max(c.workspace_words_per_row for c in cfgs)
 
 
 def main() -> None:
     from gvr_kernels.spec import H200
 
     cells = [(w, b, k) for w in WIDTHS for b in ROWS for k in KS]
-    cfgs = {c for w, b, k in cells for c in (routes(H200, b, w, k) or ())[::2]}
+    cfgs = {c for w, b, k in cells for c in (routes(H200, b, w, k) or ())[:3:2]}
     import export_kernels as ek
 
     aot = ek.export_all(sorted(cfgs, key=str), OUT, jobs=15)
@@ -58,6 +76,10 @@ def main() -> None:
     from gvr_kernels.testing import KernelProvider
 
     kp = KernelProvider(aot)
+    # room for the widest variant: a split row slot for every extra CTA, up to twice the SMs
+    words = 2 * kp.spec.sm_count * cfgs_words(cfgs)
+    if kp.workspace.numel() < words:
+        kp.workspace = torch.zeros(words, dtype=torch.int32, device="cuda").view(torch.uint32)
     flush = timing_setup()
 
     def run(cfg, parts, lg, kv, k):
@@ -82,15 +104,20 @@ def main() -> None:
         if rt is None:
             print(f"n={w} b={b} k={k} | not a ragged route", flush=True)
             continue
-        s_cfg, s_parts, r_cfg, r_parts = rt
+        s_cfg, s_parts, r_cfg, r_parts = rt[:4]
         lg = torch.randn(b, w, device="cuda")
         line = [f"n={w} b={b} k={k} | static {s_cfg.name} p{s_parts}, ragged p{r_parts}"]
         for name, lens in (("ragged", ragged_lengths(b, w)), ("uniform", np.full(b, w))):
             kv = torch.from_numpy(lens.astype(np.int32)).cuda()
             ts, oks = run(s_cfg, s_parts, lg, kv, k)
             tr, okr = run(r_cfg, r_parts, lg, kv, k)
+            cell = f"{name}: static {ts:.1f} ragged {tr:.1f}"
+            if len(rt) > 4:
+                t2, ok2 = run(r_cfg, rt[4], lg, kv, k)
+                okr &= ok2
+                cell += f" ragged x2 {t2:.1f}"
             bad = "" if oks and okr else " INEXACT"
-            line.append(f"{name}: static {ts:.1f} ragged {tr:.1f}{bad}")
+            line.append(cell + bad)
         print(" | ".join(line), flush=True)
 
 

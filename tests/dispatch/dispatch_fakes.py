@@ -122,9 +122,11 @@ class FakeKernel:
         assert 1 <= k <= cfg.max_k and next_n >= 1 and cr_shift >= 0 and parts >= 1
         assert parts == 1 or cfg.split
         if parts > 1:
+            # A ragged split meets in min(rows, parts) row slots (parts: its extra CTAs).
+            n_slots = min(rows, parts) if cfg.ragged else rows
             wpr = cfg.workspace_words_per_row
-            assert ws.numel() >= rows * wpr
-            slots = ws[: rows * wpr].view(torch.int32).view(rows, wpr)
+            assert ws.numel() >= n_slots * wpr
+            slots = ws[: n_slots * wpr].view(torch.int32).view(n_slots, wpr)
             assert not slots[:, :WS_HEADER_WORDS].any(), "split headers must be zero on entry"
             # Like the kernel, leave survivor data behind in the slabs (headers stay zero).
             slots[:, WS_HEADER_WORDS:] = 12345

@@ -271,12 +271,15 @@ def _kv_schedule(steps, batch, next_n, cr, k, msl, g):
 
 #: (batch, next_n, compress_ratio, width, replays) of the graph test: one cluster per row, the
 #: static split, one CTA per row, and the ragged split (at least RAGGED_MIN_ROWS rows of an
-#: envelope past RAGGED_MIN_N: CTAs handed out by the lengths in-kernel, every replay).
-GRAPH_CASES = [(2, 2, 4, 65536, 120), (16, 2, 4, 65536, 120), (100, 2, 4, 65536, 120),
-               (40, 1, 1, 262144, 40)]  # fmt: skip
+#: envelope past RAGGED_MIN_N: CTAs handed out by the lengths in-kernel, every replay), of few
+#: rows and of more rows than SMs (RAGGED_BULK_MIN_N).
+GRAPH_CASES = [(2, 2, 4, 65536, 120), (16, 2, 4, 65536, 120), (100, 2, 4, 32768, 120),
+               (40, 1, 1, 262144, 40), (150, 1, 1, 140000, 30)]  # fmt: skip
 
 
-@pytest.mark.parametrize("case", GRAPH_CASES, ids=["cluster", "split", "single", "ragged"])
+@pytest.mark.parametrize(
+    "case", GRAPH_CASES, ids=["cluster", "split", "single", "ragged", "ragged-bulk"]
+)
 def test_cuda_graph_decode_replays(api, case):
     """Warm up on a side stream, capture one decode call with max_seq_len and fixed buffers,
     replay while kv_lens (and the logits) change in place; every replay is exact. Then zero
@@ -290,7 +293,7 @@ def test_cuda_graph_decode_replays(api, case):
     msl = width * cr
     spec = spec_from_properties(torch.cuda.get_device_properties(0))
     route = route_static(spec, rows=batch * next_n, n_env=width, k=k, with_values=True)
-    assert getattr(route.config, "ragged", False) == (case == GRAPH_CASES[-1]), route.config.name
+    assert getattr(route.config, "ragged", False) == (case in GRAPH_CASES[-2:]), route.config.name
     rows = batch * next_n
     g = rng(6, batch)
     base = torch.from_numpy(g.standard_normal((rows, width)).astype(np.float32)).cuda()

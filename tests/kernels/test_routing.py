@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from gvr_kernels.cluster import ClusterConfig
 from gvr_kernels.register import RegisterConfig
@@ -19,6 +20,9 @@ from gvr_kernels.routing import (
     CLUSTER_WIDE_N,
     MIN_PART_ELEMS,
     PRELOAD_MAX,
+    RAGGED_BULK_EXTRA_PER_SM,
+    RAGGED_BULK_MAX_ROWS,
+    RAGGED_BULK_MIN_N,
     REGISTER_MAX_N,
     REGISTER_WIDE_N,
     SMALL_ROW_N,
@@ -32,6 +36,7 @@ from gvr_kernels.spec import B200, H200, DeviceSpec
 from gvr_kernels.streaming import StreamingConfig
 from gvr_kernels.streaming.config import CTL_WORDS
 from gvr_reference.ladder import row_plan
+from gvr_reference.ragged import UNIT, ragged_parts
 
 
 def test_route_static_policy():
@@ -57,7 +62,54 @@ def test_route_static_policy():
     assert route_static(H200, rows=s + 1, n_env=262144, k=512).config.threads == 512
     for rows in (1, 2, 7, 33, 66):
         rt = route_static(H200, rows=rows, n_env=1 << 20, k=1024)
-        assert rt.parts * rows <= s
+        assert rt.grid <= s and rt.grid % rows == 0
+        if rt.config.ragged:  # the argument: the CTAs beyond one a row
+            assert rt.parts == rt.grid - rows and rt.workspace_words == rows * (
+                rt.config.workspace_words_per_row
+            )
+
+
+def test_ragged_split_of_many_rows():
+    """More rows than SMs (up to RAGGED_BULK_MAX_ROWS) with a long envelope: the 512-thread
+    core as a ragged split of ``rows + extra`` CTAs, ``extra = min(rows - 1, SMs)``, so rows of
+    one length get one CTA each; a split row meets in one of ``min(rows, extra)`` slots."""
+    s = H200.sm_count
+    for rows, n_env, mode, ragged in (
+        (s + 1, RAGGED_BULK_MIN_N, "decode", True),
+        (256, 262144, "prefill", True),
+        (RAGGED_BULK_MAX_ROWS, 200000, "decode", True),
+        (RAGGED_BULK_MAX_ROWS + 1, 262144, "decode", False),
+        (256, RAGGED_BULK_MIN_N - 1, "decode", False),
+        (256, 262144, "full", False),
+        (s, 262144, "decode", False),
+    ):
+        r = route_static(H200, rows=rows, n_env=n_env, k=2048, mode=mode)
+        c = r.config
+        assert c.family == "streaming" and c.threads == (512 if rows > s else 1024)
+        assert c.ragged == ragged and c.split == ragged, (rows, n_env, mode)
+        if ragged:
+            extra = min(rows - 1, RAGGED_BULK_EXTRA_PER_SM * s)
+            assert (r.parts, r.grid) == (extra, rows + extra)
+            assert r.workspace_words == min(rows, extra) * c.workspace_words_per_row
+            # equal rows: one CTA each; the extra CTAs have no work
+            even = ragged_parts(np.full(rows, n_env), r.grid, MIN_PART_ELEMS)
+            assert (even == 1).all()
+            # one long row among short ones takes many
+            lens = np.full(rows, 1000)
+            lens[7] = n_env
+            units = -(-n_env // UNIT)
+            share = extra * units // (units + (rows - 1) * -(-1000 // UNIT))
+            want = min(1 + share, units // (MIN_PART_ELEMS // UNIT))
+            assert ragged_parts(lens, r.grid, MIN_PART_ELEMS)[7] == want >= 8
+        else:
+            assert (r.parts, r.grid, r.workspace_words) == (1, rows, 0)
+    # with the producer's block maxima a long float32 row stays on one CTA
+    r = route_static(H200, rows=256, n_env=262144, k=512, block_skip=True)
+    assert not r.config.split and r.config.block_skip
+    assert (
+        max_workspace_words(H200)
+        >= route_static(H200, rows=RAGGED_BULK_MAX_ROWS, n_env=1 << 25, k=2048).workspace_words
+    )
     assert route_static(H200, rows=3, n_env=99999, k=7) == route_static(
         H200, rows=3, n_env=99999, k=7
     )
@@ -116,8 +168,13 @@ def test_route_figures_come_from_the_config(mode, rows, n_env):
         assert r.family == ("register" if n_env <= REGISTER_MAX_N or wide else "streaming")
     assert (c.mode, c.with_values, c.deterministic) == (mode, True, True)
     assert r.smem_bytes == c.smem_bytes
-    assert r.grid == rows * (c.cluster if clustered else r.parts)
-    assert r.workspace_words == (rows * c.workspace_words_per_row if r.parts > 1 else 0)
+    if getattr(c, "ragged", False):
+        extra = r.parts
+        assert r.grid == rows + extra and extra >= 1
+        assert r.workspace_words == min(rows, extra) * c.workspace_words_per_row
+    else:
+        assert r.grid == rows * (c.cluster if clustered else r.parts)
+        assert r.workspace_words == (rows * c.workspace_words_per_row if r.parts > 1 else 0)
     assert (r.parts > 1) == c.split
 
 
@@ -133,21 +190,21 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     cfgs = list(routed_configs(H200))
     assert len(cfgs) == len(set(cfgs))
     streaming = [c for c in cfgs if c.family == "streaming"]
-    # three cores x modes x values x ties x dtypes, and the ragged split of decode and prefill;
-    # and the block-skip form of those whose launches reach BLOCK_SKIP_MIN_BYTES
+    # three cores x modes x values x ties x dtypes, and the ragged split of decode and prefill
+    # (of few rows on the 1024-thread core, of many on the 512-thread one); and the block-skip
+    # form of those whose launches reach BLOCK_SKIP_MIN_BYTES
     skip = [c for c in streaming if c.block_skip]
     streaming = [c for c in streaming if not c.block_skip]
     # and the preloading form of the float32 decode / full split (three chunk sizes)
     pre = [c for c in streaming if c.preload]
     streaming = [c for c in streaming if not c.preload]
-    assert len(streaming) == 3 * 3 * 4 * 3 + 2 * 4 * 3
+    assert len(streaming) == 3 * 3 * 4 * 3 + 2 * 2 * 4 * 3
     assert {replace(c, preload=0) for c in pre} <= set(streaming) and len(pre) == 3 * 2 * 4
     assert {replace(c, block_skip=False, l2_hints=True) for c in skip} <= set(streaming)
     assert all(not c.prefetch for c in skip) and len(skip) > 3 * 4 * 3
-    split = {(c.mode, c.ragged) for c in streaming if c.split}
-    assert split == {(m, False) for m in ("decode", "prefill", "full")} | {
-        ("decode", True),
-        ("prefill", True),
+    split = {(c.mode, c.ragged, c.threads) for c in streaming if c.split}
+    assert split == {(m, False, 1024) for m in ("decode", "prefill", "full")} | {
+        (m, True, t) for m in ("decode", "prefill") for t in (512, 1024)
     }
     assert {c.dtype for c in streaming} == {"float32", "bfloat16", "float16"}
     for c in streaming:
@@ -419,10 +476,12 @@ def test_16bit_logits_route_like_float32(dtype):
 
 def test_max_workspace_words_covers_every_split_route():
     words = max_workspace_words(H200)
-    for rows in (1, 2, 33, H200.sm_count // 2):
+    for rows in (1, 2, 33, H200.sm_count // 2, H200.sm_count + 1, 300, RAGGED_BULK_MAX_ROWS):
         for k in (1, 512, 2048):
             assert route_static(H200, rows=rows, n_env=1 << 22, k=k).workspace_words <= words
-    assert max_workspace_words(DeviceSpec("one SM", "sm_90a", 1, 232448, 233472)) == 0
+    # one SM: no split of few rows; a ragged split of many rows meets in one slot
+    one = DeviceSpec("one SM", "sm_90a", 1, 232448, 233472)
+    assert max_workspace_words(one) == StreamingConfig(split=True).workspace_words_per_row
 
 
 def test_block_skip_routes_only_at_the_working_set_gate():
@@ -431,6 +490,10 @@ def test_block_skip_routes_only_at_the_working_set_gate():
         r = route_static(H200, rows=rows, n_env=n_env, k=2048, dtype=dtype, block_skip=True)
         plain = route_static(H200, rows=rows, n_env=n_env, k=2048, dtype=dtype)
         assert r.config.block_skip and not r.config.l2_hints and plain.config.l2_hints
+        if plain.config.ragged and rows > H200.sm_count:
+            # the ragged split of many rows keeps one CTA a row when the maxima come
+            plain = replace(plain, config=replace(plain.config, split=False, ragged=False))
+            plain = replace(plain, parts=1, grid=rows, workspace_words=0)
         assert r.config == replace(plain.config, block_skip=True, l2_hints=False)
         assert (r.parts, r.grid, r.workspace_words) == (
             plain.parts, plain.grid, plain.workspace_words,

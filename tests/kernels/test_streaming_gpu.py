@@ -11,7 +11,7 @@ from __future__ import annotations
 import kernel_helpers as helpers
 import numpy as np
 import pytest
-from gvr_kernels.routing import route_static
+from gvr_kernels.routing import RAGGED_BULK_MAX_ROWS, route_static
 from gvr_reference import validate
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import ModelConfig, Path, sample_positions, simulate_row, split_bins
@@ -176,21 +176,24 @@ def _sampled_positions(n, k, params):
     return sample_positions(plan, 4), plan
 
 
-@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("split", [False, True, "bulk"])
 def test_forced_paths_match_the_model(kp, split):
     """Rows built to reach every path; the kernel's recorded path equals the CPU model's and
-    every answer is exact."""
-    k, n = 2048, 131072
-    b = 9 if split else 160
+    every answer is exact. ``split``: one CTA a row (more rows than a ragged split of many
+    rows takes), a static split, or a ragged split of many rows (``"bulk"``), where the long
+    rows meet in pairs beside rows of one CTA."""
+    k, n = 2048, 131076
+    b = {False: RAGGED_BULK_MAX_ROWS + 88, True: 9, "bulk": 140}[split]
     route = route_static(kp.spec, rows=b, n_env=n, k=k)
-    assert (route.parts > 1) == split
-    g = rng(7, split)
+    assert (route.parts > 1) == bool(split)
+    assert route.config.ragged == (split == "bulk")
+    g = rng(7, [False, True, "bulk"].index(split))
     x = g.standard_normal((b, n)).astype(np.float32)
     pos, plan = _sampled_positions(n, k, route.ladder)
     kv = np.full(b, n, np.int32)
     free = np.setdiff1d(np.arange(n), pos)
     for r in range(b):
-        kind = r % (9 if split else 10)
+        kind = r % (9 if split is True else 10)
         if kind == 1:  # the top sample ranks are huge: the first rung is too high
             x[r, pos[: plan.j1]] = 1000.0 + np.arange(plan.j1, dtype=np.float32)
         elif kind == 2:  # every sampled score is huge: no rung reaches k survivors
@@ -272,6 +275,11 @@ RAGGED = [
     (2048, 40, 250000, "tie_flood"),
     (512, 48, 131076, "quantized"),
     (1024, 66, 200000, "gaussian"),
+    # more rows than SMs: the 512-thread ragged split, rows meeting in min(rows, extra) slots
+    (512, 256, 262144, "gaussian"),
+    (2048, 200, 131076, "dsa_like"),
+    (1024, 500, 140000, "tie_flood"),
+    (2048, 133, 262144, "quantized"),
 ]
 
 
@@ -309,9 +317,10 @@ def test_ragged_split_follows_the_lengths(kp, case):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_ragged_split_families(kp, family):
     """Every value family in ragged decode batches (next_n 2, compress_ratio 4) and ragged
-    prefill windows (misaligned starts) on the ragged split; every answer exact."""
+    prefill windows (misaligned starts) on the ragged split (of few rows and of more rows than
+    SMs); every answer exact."""
     k = 2048
-    for rows, width in ((32, 200000), (60, 140000)):
+    for rows, width in ((32, 200000), (60, 140000), (256, 140000)):
         g = rng(10, rows, FAMILIES.index(family))
         dense = make_dense_batch(g, rows=rows, k=k, width=width, row_stride=width, family=family)
         x = np.array(dense.logits, dtype=np.float32)

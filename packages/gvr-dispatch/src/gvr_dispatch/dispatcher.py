@@ -243,7 +243,7 @@ class Dispatcher:
         if not self._one_device and dev != self.runtime.current_index():
             return None
         d = launch.dummies
-        if launch.parts > 1:
+        if launch.workspace_words:
             if self.runtime.capturing():
                 ws = self._graph_ws[dev].tensor
             else:
@@ -728,7 +728,7 @@ class Dispatcher:
             if view is None:
                 view = self._layout_fallback(logits, rows, width, issue, runtime.capturing())
 
-        if launch.parts > 1:
+        if launch.workspace_words:
             if ws is not None:
                 if ws.shape[0] < launch.workspace_words:
                     raise ValueError(
@@ -812,7 +812,7 @@ class Dispatcher:
             r = route(spec, key)
             config = r.config
             entry, source = self.cache.get(config, spec.arch)
-            if r.parts > 1:
+            if r.workspace_words:
                 self._stream_workspace(dev, device)
                 self._graph_workspace(dev, device)
             dummies = self._dummies_for(dev, device)

@@ -79,7 +79,7 @@ class Launch:
         fn: the TVM-FFI callable, arguments ``gvr_kernels.abi.KernelArgs``.
         route: the static route (configuration, ``parts``, ``workspace_words``, grid).
         arch: the compile target.
-        parts: CTAs per row (``route.parts``, kept flat for the hot path).
+        parts: the kernels' ``parts`` argument (``route.parts``, kept flat for the hot path).
         workspace_words: uint32 words of zeroed workspace the launch needs (0: none).
         dummies: the device's stand-in tensors.
         dummy_values: the stand-in ``values`` argument of the launch's logits dtype, as the

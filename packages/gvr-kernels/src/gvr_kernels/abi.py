@@ -34,7 +34,8 @@ class KernelArgs(NamedTuple):
         k: top-K size.
         next_n: decode rows per request.
         cr_shift: ``log2(compress_ratio)``.
-        parts: CTAs per row (1 unless the route splits rows).
+        parts: CTAs per row (1 unless the route splits rows); for a ragged split
+            (``StreamingConfig.ragged``) the launch's CTAs beyond one per row.
         block_max: float32 ``(rows, >= ceil(width / 32))`` with unit inner stride: each
             entry at least every score of its 32 columns of the logits row
             (``gvr_reference.blockskip``), read by block-skip configurations (else unused).

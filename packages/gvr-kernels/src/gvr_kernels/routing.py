@@ -121,6 +121,9 @@ __all__ = [
     "MIN_PART_ELEMS",
     "RAGGED_MIN_ROWS",
     "RAGGED_MIN_N",
+    "RAGGED_BULK_MIN_N",
+    "RAGGED_BULK_MAX_ROWS",
+    "RAGGED_BULK_EXTRA_PER_SM",
     "REGISTER_MAX_N",
     "REGISTER_WIDE_N",
     "BRACKET_MAX_VECS",
@@ -159,6 +162,24 @@ MIN_PART_ELEMS = MIN_PART
 #: slower on ragged rows too.
 RAGGED_MIN_ROWS = 32
 RAGGED_MIN_N = 131073
+#: Decode and prefill launches of more rows than SMs, at most ``RAGGED_BULK_MAX_ROWS`` (the
+#: 512-thread core measures one row a thread when it hands out the CTAs) and an envelope of at
+#: least ``RAGGED_BULK_MIN_N`` run the 512-thread core as a ragged split of ``rows + extra``
+#: CTAs, ``extra = min(rows - 1, RAGGED_BULK_EXTRA_PER_SM * SMs)``: rows of equal length get
+#: one CTA each (``extra < rows``), as on the single-CTA route, while a row much longer than
+#: the batch's mean gets its share of the extra CTAs instead of streaming alone on one CTA
+#: after every other row has finished. Measured on the H200 (``tools/tune_ragged.py``,
+#: ``tune_ragged_bulk.log``, raw kernel times, K = 512 / 2048): serving-like ragged rows at
+#: n = 262,144 take 20.1 / 21.4 us against 42.7 / 40.2 at b = 133, 26.5 / 25.1 against
+#: 42.2 / 42.9 at b = 256 and 39.6 / 38.9 against 52.5 / 53.0 at b = 512; rows of equal length
+#: pay the hand-out, 2-5 us (b = 512: 156.7 / 167.8 against 154.0 / 162.7). At n = 131,072
+#: ragged rows measured faster at b = 133 / 256 but slower at b = 512, K = 2048 (38.9 against
+#: 36.5), and at 65,536 even or slower (``tune_ragged_bulk_run1.log`` too, with 32,768);
+#: twice the SMs in extra CTAs was never clearly faster. A float32 launch whose block maxima
+#: are read (``block_skip``) keeps one CTA a row.
+RAGGED_BULK_MIN_N = 131073
+RAGGED_BULK_MAX_ROWS = 512
+RAGGED_BULK_EXTRA_PER_SM = 1
 #: Envelopes at most this long run on 512-thread CTAs (two per SM) at any batch.
 SMALL_ROW_N = 4096
 #: Largest K the kernels serve.
@@ -425,9 +446,13 @@ class Route:
 
     Attributes:
         config: the typed compile configuration (its ``family`` names the kernel family).
-        parts: CTAs per row meeting through a global workspace (``> 1`` only for split
-            configurations; a cluster configuration launches its own cluster per row).
-        grid: CTAs in the launch (``rows * parts``, ``rows * cluster`` for a cluster).
+        parts: the kernels' ``parts`` argument: CTAs per row meeting through a global
+            workspace (``> 1`` only for split configurations; a cluster configuration
+            launches its own cluster per row); for a ragged split
+            (``StreamingConfig.ragged``) the launch's CTAs beyond one per row, which the
+            kernel shares out by the rows' lengths (``gvr_reference.ragged``).
+        grid: CTAs in the launch (``rows * parts``; ``rows + parts`` for a ragged split;
+            ``rows * cluster`` for a cluster).
         workspace_words: uint32 words of zeroed workspace the launch needs (0: none).
         n_env: the envelope this route was made for.
     """
@@ -526,8 +551,17 @@ def route_static(
         return Route(config=config, parts=1, grid=rows, workspace_words=0, n_env=n_env)
     s = spec.sm_count
     parts = 1
+    ragged = False
     if rows <= s // 2 and n_env >= SPLIT_MIN_N:
         parts = max(1, min(s // rows, -(-n_env // MIN_PART_ELEMS)))
+    # Block skip (the maxima passed): float32 launches past the working-set gate whose CTAs'
+    # chunks fit the live-block mask (a longer chunk could never skip).
+    nbytes = rows * n_env * 4
+    big = nbytes >= BLOCK_SKIP_MIN_BYTES or (
+        n_env >= BLOCK_SKIP_LONG_N and nbytes >= BLOCK_SKIP_LONG_MIN_BYTES
+    )
+    fits_mask = -(-n_env // parts) // BLOCK + 2 <= MASK_BLOCKS
+    skips = block_skip and dtype == "float32" and big and fits_mask
     if parts > 1:
         # Rows of a decode or prefill launch may differ in length: the ragged split hands
         # the CTAs out by length in-kernel (full rows are all as long as the width).
@@ -537,14 +571,15 @@ def route_static(
         core = _SINGLE_1024
     else:
         core = _SINGLE_512
-    # Block skip (the maxima passed): float32 launches past the working-set gate whose CTAs'
-    # chunks fit the live-block mask (a longer chunk could never skip).
-    nbytes = rows * n_env * 4
-    big = nbytes >= BLOCK_SKIP_MIN_BYTES or (
-        n_env >= BLOCK_SKIP_LONG_N and nbytes >= BLOCK_SKIP_LONG_MIN_BYTES
-    )
-    fits_mask = -(-n_env // parts) // BLOCK + 2 <= MASK_BLOCKS
-    if block_skip and dtype == "float32" and not core.prefetch and big and fits_mask:
+        ragged = (
+            mode != "full"
+            and s < rows <= RAGGED_BULK_MAX_ROWS
+            and n_env >= RAGGED_BULK_MIN_N
+            and not skips
+        )
+        if ragged:
+            core = replace(core, split=True, ragged=True)
+    if skips and not core.prefetch:
         core = replace(core, block_skip=True)
     else:
         core = replace(core, l2_hints=True)
@@ -563,11 +598,23 @@ def route_static(
         core = replace(core, dtype=dtype, unroll=unroll)
     config = replace(core, mode=mode, with_values=with_values, deterministic=deterministic)
     config = replace(config, preload=_preload(config, parts, n_env))
+    words = config.workspace_words_per_row
+    if ragged:
+        # The kernels' argument is the CTAs beyond one per row; a split row meets in one of
+        # min(rows, extra) workspace row slots (``StreamingConfig.ragged``).
+        extra = rows * (parts - 1) if parts > 1 else min(rows - 1, RAGGED_BULK_EXTRA_PER_SM * s)
+        return Route(
+            config=config,
+            parts=extra,
+            grid=rows + extra,
+            workspace_words=min(rows, extra) * words,
+            n_env=n_env,
+        )
     return Route(
         config=config,
         parts=parts,
         grid=rows * parts,
-        workspace_words=rows * config.workspace_words_per_row if parts > 1 else 0,
+        workspace_words=rows * words if parts > 1 else 0,
         n_env=n_env,
     )
 
@@ -670,16 +717,19 @@ def routed_configs(
 def max_workspace_words(spec: DeviceSpec) -> int:
     """uint32 words of split workspace the largest launch on ``spec`` can need.
 
-    Split launches have at most ``sm_count // 2`` rows and their workspace grows with the rows
-    (and, on parts with little shared memory, with K), so the largest is the route of that many
-    rows at the longest envelope and the largest K.
+    Static and ragged splits of few rows have at most ``sm_count // 2`` rows, and a ragged
+    split of many rows (:data:`RAGGED_BULK_MAX_ROWS` at most) meets in at most ``sm_count *
+    RAGGED_BULK_EXTRA_PER_SM`` row slots; the workspace grows with the rows or slots (and, on
+    parts with little shared memory, with K), so the largest is one of those routes at the
+    longest envelope and the largest K.
     """
-    rows = max(1, spec.sm_count // 2)
     longest = MAX_ROW_LENGTH - 1
     words = 0
-    for k in (1, MAX_K):
-        try:
-            words = max(words, route_static(spec, rows=rows, n_env=longest, k=k).workspace_words)
-        except ValueError:  # K that does not fit this part's shared memory
-            continue
+    for rows in (max(1, spec.sm_count // 2), RAGGED_BULK_MAX_ROWS):
+        for k in (1, MAX_K):
+            try:
+                r = route_static(spec, rows=rows, n_env=longest, k=k)
+            except ValueError:  # K that does not fit this part's shared memory
+                continue
+            words = max(words, r.workspace_words)
     return words

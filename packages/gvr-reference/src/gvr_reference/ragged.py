@@ -1,7 +1,7 @@
 """How a ragged split launch hands its CTAs to rows: the CPU model of the streaming family's
 in-kernel assignment (``StreamingConfig.ragged``).
 
-A split launch has a capture-stable grid of ``grid`` CTAs (``rows * parts`` from the router).
+A split launch has a capture-stable grid of ``grid`` CTAs (``Route.grid`` from the router).
 Without ``ragged`` every row gets ``parts`` of them, whatever its length. With it, every CTA
 reads the lengths of all rows and computes the same assignment:
 

@@ -54,6 +54,7 @@ class Ctl:
     RROW = 18  # this CTA's row (-1: no work)
     RPART = 19  # this CTA's part of its row
     RPARTS = 20  # CTAs of its row
+    RSLOT = 21  # the workspace row slot its row meets in (split rows)
 
 
 class Source:

@@ -29,6 +29,7 @@ __all__ = [
     "CTL_ALLOC",
     "WS_HEADER_WORDS",
     "WS_HIST_AT",
+    "WS_SLAB_ENTRIES",
     "SMEM_ALIGN",
     "SKIP_MASK_WORDS",
     "STAMPS",
@@ -53,6 +54,11 @@ CTL_ALLOC = 24
 #: clears them). The slab after them is scratch.
 WS_HIST_AT = 4
 WS_HEADER_WORDS = WS_HIST_AT + HIST_BINS
+#: Survivor entries a row slot's slab has room for in every split configuration, whatever its
+#: staging capacity (at most this): the slots of launches of different capacities (the 1024-
+#: and 512-thread split cores, or a staging halved on a small part) that share one workspace
+#: then start at the same words, so no slot's header lies in another launch's slab.
+WS_SLAB_ENTRIES = 16384
 #: Byte alignment of every shared-memory array (16-byte vector access).
 SMEM_ALIGN = 16
 #: Words of a block-skip CTA's live-block mask: one bit per block of ``BLOCK`` columns, so a
@@ -96,11 +102,12 @@ class StreamingConfig:
         capacity: survivor staging capacity (entries of 8 bytes in shared memory).
         split: rows may be cut across several CTAs that meet through a global workspace
             (last-CTA election); when False the launch must use one CTA per row.
-        ragged: (``split`` only) the launch's ``rows * parts`` CTAs go to the rows by their
-            lengths, read in-kernel (``gvr_reference.ragged``): a long row gets more CTAs, a
-            short one a single CTA that runs as on one CTA per row; without it every row gets
-            ``parts``. Launches of at most ``threads`` rows and fewer than 32,768 CTAs (larger
-            ones fall back to ``parts`` per row in-kernel).
+        ragged: (``split`` only) the launch's ``rows + parts`` CTAs (``parts``: the kernels'
+            argument, the CTAs beyond one per row) go to the rows by their lengths, read
+            in-kernel (``gvr_reference.ragged``): a long row gets more CTAs, a short one a
+            single CTA that runs as on one CTA per row; a split row meets in one of
+            ``min(rows, parts)`` workspace row slots. Launches of at most ``threads`` rows and
+            fewer than 32,768 CTAs (larger ones run one CTA per row).
         unroll: 16-byte vectors each thread keeps in flight per tile of the streaming pass.
         aim_mult: the first rung aims at ``aim_mult * k`` survivors.
         sample_max: most sampled scores per row (multiple of ``4 * threads``).
@@ -178,6 +185,11 @@ class StreamingConfig:
             raise ValueError(
                 f"sample_max must be a multiple of {fmt.vec} * threads for {self.dtype} rows, "
                 f"got {self.sample_max}"
+            )
+        if self.split and self.capacity > WS_SLAB_ENTRIES:
+            raise ValueError(
+                f"a split configuration's capacity must be at most {WS_SLAB_ENTRIES} (its "
+                f"workspace slab), got {self.capacity}"
             )
         if self.ragged and not self.split:
             raise ValueError("ragged needs split=True (a ragged launch cuts its long rows)")
@@ -270,8 +282,10 @@ class StreamingConfig:
 
     @property
     def workspace_words_per_row(self) -> int:
-        """uint32 words of split workspace one row slot needs (0 when not split)."""
-        return WS_HEADER_WORDS + 2 * self.capacity if self.split else 0
+        """uint32 words of split workspace one row slot takes (0 when not split): its header
+        and a slab of :data:`WS_SLAB_ENTRIES` survivor entries, of which it uses
+        ``capacity``."""
+        return WS_HEADER_WORDS + 2 * WS_SLAB_ENTRIES if self.split else 0
 
     @property
     def name(self) -> str:

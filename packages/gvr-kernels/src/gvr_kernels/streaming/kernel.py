@@ -29,13 +29,15 @@ With ``l2_hints`` the sample's lines are marked evict-last in L2 and the pass re
 evict-first, so the sampled sectors the pass reads again come from L2 even when the launch's
 rows do not fit it: one DRAM read per score (the hints change no result).
 
-With ``split``, a row is cut into ``parts`` contiguous chunks, one CTA each. Every CTA computes
-the same sample and rung, streams its chunk, and appends its survivors to the row's slab in a
-global workspace; one 64-bit counter a row holds the survivors reserved (low half) and the
-arrivals (high half, release/acquire), so the last CTA to arrive reads the row's total with its
-arrival, selects for the whole row and stores the counter back to zero, and the next launch
-(or graph replay) finds it clean (the slab is scratch: only its first ``total`` entries,
-written in this launch, are read). No CTA ever waits for another, so no co-residency is assumed.
+With ``split``, a row is cut into ``parts`` contiguous chunks, one CTA each (``ragged``: the
+launch's CTAs go to the rows by their lengths, in-kernel, ``gvr_reference.ragged``). Every CTA
+computes the same sample and rung, streams its chunk, and appends its survivors to the row's
+slab in a global workspace; one 64-bit counter a row holds the survivors reserved (low half)
+and the arrivals (high half, release/acquire), so the last CTA to arrive reads the row's total
+with its arrival, selects for the whole row and stores the counter back to zero, and the next
+launch (or graph replay) finds it clean (the slab is scratch: only its first ``total``
+entries, written in this launch, are read). No CTA ever waits for another, so no co-residency
+is assumed.
 
 The shared-memory arrays come from ``StreamingConfig.shared_layout`` (allocated by
 :func:`allocate_shared`); the phases (sampling, narrowing, emission, tile loading) are the free
@@ -139,11 +141,13 @@ class StreamingTopK:
       that dtype, unused); ``-FLT_MAX`` (the dtype's most negative finite value) beside
       ``-1``.
     - ``workspace``: uint32, at least ``rows * workspace_words_per_row`` words when ``split``
-      (else unused); each row's ``WS_HEADER_WORDS`` header words (the counter and the
-      survivor histogram) must be zero on entry and are zero again on exit.
+      (``ragged``: ``min(rows, parts)`` row slots; else unused); each slot's
+      ``WS_HEADER_WORDS`` header words (the counter and the survivor histogram) must be zero
+      on entry and are zero again on exit.
     - ``paths``: int32 ``(rows,)`` path codes when ``record_paths`` (else unused).
     - ``k``, ``next_n``, ``cr_shift`` (``log2(compress_ratio)``), ``parts`` (CTAs per row; 1
-      unless ``split``).
+      unless ``split``; ``ragged``: the launch's CTAs beyond one per row, shared out by length,
+      so the grid is ``rows + parts``).
     """
 
     def __init__(self, config: StreamingConfig):
@@ -169,6 +173,9 @@ class StreamingTopK:
         stream: cuda.CUstream,
     ):
         rows = out.shape[0]
+        grid = rows * parts
+        if const_expr(self.cfg.ragged):
+            grid = rows + parts
         self.kernel(
             logits,
             lens_a,
@@ -183,7 +190,7 @@ class StreamingTopK:
             parts,
             block_max,
         ).launch(
-            grid=[rows * parts, 1, 1],
+            grid=[grid, 1, 1],
             block=[self.cfg.threads, 1, 1],
             smem=self.cfg.smem_bytes,
             stream=stream,
@@ -222,26 +229,27 @@ class StreamingTopK:
         self._stamp(paths, "entry")
 
         if const_expr(cfg.ragged):
-            row, part, row_parts = self._assign(
+            row, part, row_parts, slot = self._assign(
                 sh, logits, lens_a, lens_b, out.shape[0], next_n, cr_shift, parts
             )
             if row >= 0:
                 self._row(
                     sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n,
-                    cr_shift, row, part, row_parts, block_max,
+                    cr_shift, row, part, row_parts, block_max, slot,
                 )  # fmt: skip
         else:
             self._row(
                 sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n, cr_shift,
-                row, part, parts, block_max,
+                row, part, parts, block_max, row,
             )  # fmt: skip
 
     @cute.jit
     def _row(
         self, sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n, cr_shift,
-        row, part, parts, block_max,
+        row, part, parts, block_max, slot,
     ):  # fmt: skip
-        """Row ``row`` (or, split, its part ``part`` of ``parts``)."""
+        """Row ``row`` (or, split, its part ``part`` of ``parts``, meeting in workspace row
+        slot ``slot``)."""
         cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         # ---- 1. the row window
@@ -265,28 +273,32 @@ class StreamingTopK:
                 c0 = window_column(cfg.mode, logits, lens_a, row, lead)
             self._long_row(
                 sh, out, values, workspace, paths, base, lead, row, part, parts, n, k, block_max,
-                c0,
+                c0, slot,
             )  # fmt: skip
 
     # ------------------------------------------------------------------ ragged split
     @cute.jit
-    def _assign(self, sh, logits, lens_a, lens_b, rows: Int32, next_n, cr_shift, parts: Int32):
-        """``(row, part, row_parts)`` of this CTA in a ragged split launch of ``rows * parts``
-        CTAs (``gvr_reference.ragged``; row ``-1``: no work, the last CTAs of the grid).
-        Thread ``t`` measures row ``t``; two CTA-wide scans (the units, then the parts packed
-        as ``split << 16 | single``) and three barriers. Launches of more than ``threads``
-        rows or of 32,768 CTAs or more take ``parts`` CTAs per row. Leaves ``ctl[RROW]`` /
-        ``ctl[RPARTS]`` set for the rest of the row."""
+    def _assign(self, sh, logits, lens_a, lens_b, rows: Int32, next_n, cr_shift, extra: Int32):
+        """``(row, part, row_parts, slot)`` of this CTA in a ragged split launch of
+        ``rows + extra`` CTAs (``gvr_reference.ragged``; row ``-1``: no work, the last CTAs of
+        the grid). Thread ``t`` measures row ``t``; two CTA-wide scans (the units, then the
+        parts packed as ``split << 16 | single``) and three barriers. A split row meets in
+        workspace row slot ``slot``: its row when ``rows <= extra``, else half its first CTA
+        (the split rows' first CTAs are at least two apart and below ``2 * extra``, so the
+        slots are distinct and below ``extra``). Launches of more than ``threads`` rows or of
+        32,768 CTAs or more run one CTA per row. Leaves ``ctl[RROW]`` / ``ctl[RPARTS]`` set
+        for the rest of the row."""
         cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         bid, _, _ = cute.arch.block_idx()
         lane = cute.arch.lane_idx()
         warp = tid // 32
         n_warps = cfg.threads // 32
-        grid = rows * parts
-        row = bid // parts
-        part = bid - row * parts
-        row_parts = parts
+        grid = rows + extra
+        row = cutlass.select_(bid < rows, bid, Int32(-1))
+        part = Int32(0)
+        row_parts = Int32(1)
+        slot = Int32(0)
         if (rows <= cfg.threads) & (grid < Int32(1 << 15)):
             units = Int32(0)
             if tid < rows:
@@ -300,29 +312,33 @@ class StreamingTopK:
             if lane == 31:
                 sh.hist[warp] = upto
             cute.arch.barrier()
-            total = Int32(0)
-            for w in cutlass.range_constexpr(n_warps):
-                total = total + sh.hist[w]
-            # One CTA a row, plus its share of the CTAs beyond one per row by length, at
-            # most one CTA per MIN_PART scores.
-            share = Int64(units) * Int64(grid - rows) // Int64(cutlass.max(total, Int32(1)))
-            mine = Int32(1) + Int32(share)
-            mine = cutlass.min(mine, cutlass.max(Int32(1), units // Int32(MIN_PART // UNIT)))
-            packed = cutlass.select_(mine > 1, mine << 16, Int32(1))
-            packed = cutlass.select_(tid < rows, packed, Int32(0))
+            # Only the threads that measure a row compute (the 64-bit division is a long
+            # instruction sequence: every warp of the CTA issuing it cost about a microsecond).
+            mine = Int32(1)
+            packed = Int32(0)
+            if tid < rows:
+                total = Int32(0)
+                for w in cutlass.range_constexpr(n_warps):
+                    total = total + sh.hist[w]
+                # One CTA a row, plus its share of the CTAs beyond one per row by length, at
+                # most one CTA per MIN_PART scores.
+                share = Int64(units) * Int64(extra) // Int64(cutlass.max(total, Int32(1)))
+                mine = Int32(1) + Int32(share)
+                mine = cutlass.min(mine, cutlass.max(Int32(1), units // Int32(MIN_PART // UNIT)))
+                packed = cutlass.select_(mine > 1, mine << 16, Int32(1))
             upto = inclusive_sum(packed)
             if lane == 31:
                 sh.hist[n_warps + warp] = upto
             cute.arch.barrier()
-            before = upto - packed
-            whole = Int32(0)
-            for w in cutlass.range_constexpr(n_warps):
-                h = sh.hist[n_warps + w]
-                before = before + cutlass.select_(w < warp, h, Int32(0))
-                whole = whole + h
-            first = before >> 16  # split rows: CTAs [first, first + mine)
-            single_at = (whole >> 16) + (before & Int32(0xFFFF))  # single rows: after them
             if tid < rows:
+                before = upto - packed
+                whole = Int32(0)
+                for w in cutlass.range_constexpr(n_warps):
+                    h = sh.hist[n_warps + w]
+                    before = before + cutlass.select_(w < warp, h, Int32(0))
+                    whole = whole + h
+                first = before >> 16  # split rows: CTAs [first, first + mine)
+                single_at = (whole >> 16) + (before & Int32(0xFFFF))  # single rows: after them
                 hit = bid == single_at
                 at = Int32(0)
                 if mine > 1:
@@ -332,21 +348,24 @@ class StreamingTopK:
                     sh.ctl[Ctl.RROW] = tid
                     sh.ctl[Ctl.RPART] = at
                     sh.ctl[Ctl.RPARTS] = mine
+                    sh.ctl[Ctl.RSLOT] = cutlass.select_(rows <= extra, tid, first >> 1)
             cute.arch.barrier()
             row = sh.ctl[Ctl.RROW]
             part = sh.ctl[Ctl.RPART]
             row_parts = sh.ctl[Ctl.RPARTS]
+            slot = sh.ctl[Ctl.RSLOT]
         else:
             if tid == 0:
                 sh.ctl[Ctl.RROW] = row
-                sh.ctl[Ctl.RPARTS] = parts
-        return row, part, row_parts
+                sh.ctl[Ctl.RPARTS] = Int32(1)
+                sh.ctl[Ctl.RSLOT] = Int32(0)
+        return row, part, row_parts, slot
 
     # ------------------------------------------------------------------ row bodies
     @cute.jit
     def _long_row(
         self, sh, out, values, workspace, paths, base, lead, row, part, parts, n, k, block_max,
-        c0,
+        c0, slot,
     ):  # fmt: skip
         cfg = self.cfg
         fmt = cfg.key_format
@@ -456,9 +475,11 @@ class StreamingTopK:
         if const_expr(cfg.ragged):
             row = sh.ctl[Ctl.RROW]
             parts = sh.ctl[Ctl.RPARTS]
+            slot = sh.ctl[Ctl.RSLOT]
         elif const_expr(cfg.split):
             bid, _, _ = cute.arch.block_idx()
             row = bid // parts
+            slot = row
 
         finish = Boolean(True)
         # A split row whose rung came from its sample (every CTA alike) meets on the survivor
@@ -473,13 +494,14 @@ class StreamingTopK:
             # A row of one CTA runs as on one CTA per row (the retry rung included).
             if parts > 1:
                 count, finish, staged_bin, above, bin_lo = self._split_meet(
-                    sh, workspace, paths, out, values, row, parts, count, k, thr_key, binned
+                    sh, workspace, paths, out, values, row, parts, count, k, thr_key, binned,
+                    slot,
                 )  # fmt: skip
             else:
                 self._staged_max(sh, count)
         elif const_expr(cfg.split):
             count, finish, staged_bin, above, bin_lo = self._split_meet(
-                sh, workspace, paths, out, values, row, parts, count, k, thr_key, binned
+                sh, workspace, paths, out, values, row, parts, count, k, thr_key, binned, slot
             )  # fmt: skip
 
         if finish & staged_bin:
@@ -826,9 +848,10 @@ class StreamingTopK:
     @cute.jit
     def _split_meet(
         self, sh, workspace, paths, out, values, row: Int32, parts: Int32, count: Int32,
-        k: Int32, thr_key: Uint32, binned: Boolean,
+        k: Int32, thr_key: Uint32, binned: Boolean, slot: Int32,
     ):  # fmt: skip
-        """Publish this CTA's survivors to the row slab; the last CTA to arrive gathers them.
+        """Publish this CTA's survivors to the row slab (workspace row slot ``slot``); the last
+        CTA to arrive gathers them.
 
         ``binned`` (CTA-uniform, alike in every CTA of the row: the rung came from the row's
         sample): each CTA also adds its survivors' counts in the row's survivor bins
@@ -848,7 +871,7 @@ class StreamingTopK:
         ctl = sh.ctl
         tid, _, _ = cute.arch.thread_idx()
         words = cfg.workspace_words_per_row
-        ws_row = workspace.iterator + Int64(row) * Int64(words)
+        ws_row = workspace.iterator + Int64(slot) * Int64(words)
         ws_hist = ws_row + WS_HIST_AT
         slab_bits = ws_row + WS_HEADER_WORDS
         slab_idx = ws_row + (WS_HEADER_WORDS + cfg.capacity)
