@@ -24,7 +24,8 @@ The ``ragged`` set: serving-like decode batches (b in {8, 64, 256}, arenas of 65
 262,144 scores, K 512 and 2048) whose lengths are 80 % short (256-4,096 scores, log-uniform),
 15 % mid (4,096 to width / 4) and 5 % long (width / 2 to the width; the last row is the full
 width), with ``max_seq_len`` the arena width as engines pass it (``ragged_lengths``); the
-``gvr-grouped`` provider times the same rows as uniform batches grouped by length class.
+``gvr-grouped`` provider times the same rows as uniform batches grouped by length class;
+``ragged-graph`` the same batches as CUDA-graph replays.
 
 The ``half`` set: the decode grid with bfloat16 logits (gaussian rows rounded to bf16), plus
 float16 rows at n = 262,144, b in {1, 512}; ``half-graph`` the same as CUDA-graph replays. The
@@ -52,7 +53,7 @@ Providers (``--providers``, default ``gvr,gvr2,torch``):
   gvr        the public API (``gvr_dispatch.topk_decode`` / ``topk_prefill`` / ``topk``)
   gvr-width  ``topk_decode`` without ``max_seq_len`` (envelope: the logits width), ``out=``
   gvr-plain  ``topk_decode(logits, kv_lens, k)``: no ``out``, no ``max_seq_len``
-  gvr-grouped  the ``ragged`` set only: the same rows run as uniform batches grouped by length
+  gvr-grouped  the ``ragged`` sets only: the same rows run as uniform batches grouped by length
              class (each group its own call, width and ``max_seq_len``), timed as one sum
   gvr-raw    the compiled kernel called directly with the routed launch (no validation)
   gvr2       FlashInfer's GVR V2 port, hint-free:
@@ -101,7 +102,7 @@ from gvr_reference.workloads import TAIL_FAMILIES
 
 SETS = (
     "decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "tail", "tail-graph",
-    "ragged", "host", "half", "half-graph",
+    "ragged", "ragged-graph", "host", "half", "half-graph",
 )  # fmt: skip
 PROVIDERS = (
     "gvr",
@@ -715,15 +716,16 @@ def ragged_groups(lengths, width: int):
     return groups
 
 
-def ragged_case(k, b, width, g, seed=0):
+def ragged_case(k, b, width, g, seed=0, set_name="ragged"):
     """A ragged decode batch (:func:`ragged_lengths`) of gaussian rows in a ``width`` arena;
-    ``max_seq_len`` is the arena width, as an engine passes it."""
+    ``max_seq_len`` is the arena width, as an engine passes it (``set_name``: ``"ragged"``,
+    or ``"ragged-graph"`` for CUDA-graph replay)."""
     from gvr_kernels.testing import families
 
     lengths = torch.from_numpy(ragged_lengths(b, width, seed)).cuda()
     logits = families("gaussian", b, width, k, g)
     return Case(
-        "ragged",
+        set_name,
         "decode",
         k,
         logits,
@@ -741,8 +743,8 @@ def gvr_grouped_call(case: Case, out: torch.Tensor):
     up to 4); the timed call runs every group, ``finish`` scatters the answers into ``out``."""
     import gvr_dispatch as gvr
 
-    if case.set != "ragged":
-        return "ragged set only"
+    if case.set not in ("ragged", "ragged-graph"):
+        return "ragged sets only"
     lengths = case.lengths.cpu().numpy()
     groups = []
     for idx in ragged_groups(lengths, case.logits.shape[1]):
@@ -814,11 +816,11 @@ def build_cases(set_name: str, g, args):
                 for n in (131072, 262144):
                     for b in (1, 32):
                         yield decode_case(set_name, k, b, n, g, family=fam)
-    elif set_name == "ragged":
+    elif set_name in ("ragged", "ragged-graph"):
         for k in (512, 2048):
             for width in RAGGED_WIDTHS:
                 for b in RAGGED_B:
-                    yield ragged_case(k, b, width, g, seed=args.seed)
+                    yield ragged_case(k, b, width, g, seed=args.seed, set_name=set_name)
     elif set_name in ("half", "half-graph"):
         _, ns, bs = grid_shape(set_name, args)
         for k in GRID_K:
@@ -838,7 +840,7 @@ def bytes_read(case: Case) -> int:
 
 
 def case_timing(case: Case) -> str:
-    graph = ("graph", "tail-graph", "half-graph")
+    graph = ("graph", "tail-graph", "half-graph", "ragged-graph")
     return "graph" if case.set in graph else {"host": "host"}.get(case.set, "eager")
 
 
@@ -1226,7 +1228,7 @@ def speedup_headline(provider: str, block: dict) -> str:
 
 SUMMARY_SETS = (
     "decode-grid", "graph", "mtp", "prefill", "real", "adversarial", "tail", "tail-graph",
-    "ragged", "half", "half-graph",
+    "ragged", "ragged-graph", "half", "half-graph",
 )  # fmt: skip
 
 
@@ -1472,7 +1474,11 @@ def ragged_vs_grouped(recs) -> dict:
     for timing in ("eager", "graph"):
         by_cell: dict = {}
         for r in recs:
-            if r["set"] == "ragged" and r["timing"] == timing and r.get("median_us"):
+            if (
+                r["set"] in ("ragged", "ragged-graph")
+                and r["timing"] == timing
+                and r.get("median_us")
+            ):
                 key = (r["k"], r["rows"], r["n"])
                 by_cell.setdefault(key, {})[r["provider"]] = r["median_us"]
         ratios = [
