@@ -137,10 +137,12 @@ def run_cell(kp, kind, x, lens, bm, b, n, k, flush, reps, dummy_f, top_k_varlen)
     routed = route_static(kp.spec, rows=b, n_env=n, k=k, dtype=dtype, block_skip=True)
     variants = {"gvr": (base, None), "gvr_bmax_routed": (routed, bm)}
     if base.family == "streaming":
-        variants["gvr_bmax_forced"] = (
-            replace(base, config=replace(base.config, block_skip=True, l2_hints=False)),
-            bm,
-        )
+        forced = replace(base.config, block_skip=True, l2_hints=False)
+        if base.config.ragged and base.config.threads == 512:
+            # the ragged split of many rows is never routed with block skip: one CTA a row
+            forced = replace(forced, split=False, ragged=False)
+            base = replace(base, parts=1, grid=b, workspace_words=0)
+        variants["gvr_bmax_forced"] = (replace(base, config=forced), bm)
     else:
         s = route_static(kp.spec, rows=b, n_env=n, k=k, dtype=dtype, families=("streaming",))
         variants["gvr_streaming"] = (s, None)

@@ -123,6 +123,7 @@ class FakeKernel:
         assert parts == 1 or cfg.split
         if parts > 1:
             # A ragged split meets in min(rows, parts) row slots (parts: its extra CTAs).
+            # (The warmup's module-load launch passes parts = 1 and empty rows: no slot used.)
             n_slots = min(rows, parts) if cfg.ragged else rows
             wpr = cfg.workspace_words_per_row
             assert ws.numel() >= n_slots * wpr

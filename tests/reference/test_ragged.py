@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gvr_reference.ragged import MIN_PART, UNIT, ragged_blocks, ragged_parts
+from gvr_reference.ragged import MIN_PART, UNIT, ragged_blocks, ragged_parts, ragged_slots
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +27,35 @@ def test_every_row_gets_its_ctas_within_the_grid(lengths, per_row, extra):
     pairs = {(int(r), int(p)) for r, p, _ in busy}
     assert pairs == {(r, p) for r in range(len(lengths)) for p in range(parts[r])}
     assert all(int(q) == parts[int(r)] for r, _, q in busy)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    lengths=st.lists(
+        st.one_of(st.integers(0, 4096), st.integers(0, (1 << 26) - 1)), min_size=1, max_size=600
+    ),
+    extra=st.integers(0, 300),
+    data=st.data(),
+)
+def test_split_rows_meet_in_distinct_slots_within_the_workspace(lengths, extra, data):
+    """Every row of several CTAs gets its own workspace slot, below ``min(rows, extra)`` (the
+    slots the router allocates), whether the rows outnumber the extra CTAs or not."""
+    if data.draw(st.booleans()):  # rows of one length (the uniform launch)
+        lengths = [lengths[0]] * len(lengths)
+    rows = len(lengths)
+    grid = rows + extra
+    parts = ragged_parts(lengths, grid, MIN_PART)
+    slots = ragged_slots(lengths, grid, MIN_PART)
+    split = parts > 1
+    assert (slots[~split] == -1).all()
+    used = slots[split]
+    assert len(set(used.tolist())) == used.size
+    assert used.size == 0 or (0 <= used.min() and used.max() < min(rows, extra))
+    # the slot is the row while the extra CTAs outnumber the rows, else half the first CTA
+    blocks = ragged_blocks(lengths, grid, MIN_PART)
+    for r in np.flatnonzero(split):
+        first = int(np.flatnonzero((blocks[:, 0] == r) & (blocks[:, 1] == 0))[0])
+        assert slots[r] == (r if rows <= extra else first // 2)
 
 
 def test_parts_follow_the_lengths():

@@ -450,7 +450,8 @@ class Route:
             workspace (``> 1`` only for split configurations; a cluster configuration
             launches its own cluster per row); for a ragged split
             (``StreamingConfig.ragged``) the launch's CTAs beyond one per row, which the
-            kernel shares out by the rows' lengths (``gvr_reference.ragged``).
+            kernel shares out by the rows' lengths (``gvr_reference.ragged``; 1 on a part
+            of one SM). Whether a launch needs a workspace is ``workspace_words > 0``.
         grid: CTAs in the launch (``rows * parts``; ``rows + parts`` for a ragged split;
             ``rows * cluster`` for a cluster).
         workspace_words: uint32 words of zeroed workspace the launch needs (0: none).

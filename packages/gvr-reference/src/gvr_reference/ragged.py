@@ -10,22 +10,25 @@ reads the lengths of all rows and computes the same assignment:
    gets ``p_r = min(1 + floor(u_r * extra / sum(u)), max(1, floor(u_r * UNIT / min_part)))``
    CTAs: one, plus its share of the extra CTAs, at most one per ``min_part`` scores. Then
    ``sum(p) <= rows + extra * sum(u) / sum(u) = grid``: every row gets its CTAs, whatever the
-   lengths (integer arithmetic, no rounding), and equally long rows get ``grid / rows`` each,
-   the static split's ``parts``.
+   lengths (integer arithmetic, no rounding), and equally long rows get ``1 + floor(extra /
+   rows)`` each: the static split's ``parts`` when ``extra`` is a multiple of the rows, one CTA
+   each when ``extra < rows`` (the ragged split of many rows).
 3. CTAs ``[0, S)`` serve the rows with ``p_r > 1`` in row order (``S = sum`` of their parts),
    so the long rows start first when the grid takes more than one wave; the rows with
    ``p_r = 1`` take the next CTAs, in row order; the last CTAs of the grid have no work
    (they exit at once, after the CTAs with work were scheduled).
 
 A row with ``p_r = 1`` runs as on one CTA per row (the retry rung included); a row with
-``p_r > 1`` meets through the split workspace as in a static split launch.
+``p_r > 1`` meets through the split workspace as in a static split launch, in row slot ``r``
+when ``rows <= extra``, else in slot ``first_r // 2`` (``first_r``: its first CTA;
+:func:`ragged_slots`), so a launch needs ``min(rows, extra)`` slots.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["UNIT", "MIN_PART", "ragged_parts", "ragged_blocks"]
+__all__ = ["UNIT", "MIN_PART", "ragged_parts", "ragged_blocks", "ragged_slots"]
 
 #: Scores of the unit rows are measured in (keeps the sums in 32 bits on the device).
 UNIT = 256
@@ -77,3 +80,25 @@ def ragged_blocks(lengths, grid: int, min_part: int) -> np.ndarray:
         [singles, np.zeros_like(singles), np.ones_like(singles)], axis=1
     )
     return blocks
+
+
+def ragged_slots(lengths, grid: int, min_part: int) -> np.ndarray:
+    """The workspace row slot each row of a ragged split launch meets in.
+
+    A row of several CTAs meets in slot ``r`` (its row) when ``rows <= extra``, else in slot
+    ``first_r // 2``, half its first CTA: the split rows' CTA ranges are consecutive from CTA
+    0 and each at least two long, so their first CTAs are at least two apart, and they sum to
+    at most ``2 * extra`` (each split row's share is at least one, and the shares sum to at
+    most ``extra``), so the slots are distinct and below ``extra``.
+
+    Returns:
+        int64 [rows]: the slot of each row of several CTAs, ``-1`` for a row of one CTA.
+    """
+    parts = ragged_parts(lengths, grid, min_part)
+    rows = parts.size
+    extra = grid - rows
+    slots = np.full(rows, -1, np.int64)
+    split = np.flatnonzero(parts > 1)
+    first = np.concatenate([[0], np.cumsum(parts[split])[:-1]]).astype(np.int64)
+    slots[split] = split if rows <= extra else first[: split.size] // 2
+    return slots
