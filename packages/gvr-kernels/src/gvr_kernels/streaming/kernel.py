@@ -229,27 +229,26 @@ class StreamingTopK:
         self._stamp(paths, "entry")
 
         if const_expr(cfg.ragged):
-            row, part, row_parts, slot = self._assign(
+            row, part, row_parts = self._assign(
                 sh, logits, lens_a, lens_b, out.shape[0], next_n, cr_shift, parts
             )
             if row >= 0:
                 self._row(
                     sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n,
-                    cr_shift, row, part, row_parts, block_max, slot,
+                    cr_shift, row, part, row_parts, block_max,
                 )  # fmt: skip
         else:
             self._row(
                 sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n, cr_shift,
-                row, part, parts, block_max, row,
+                row, part, parts, block_max,
             )  # fmt: skip
 
     @cute.jit
     def _row(
         self, sh, logits, lens_a, lens_b, out, values, workspace, paths, k, next_n, cr_shift,
-        row, part, parts, block_max, slot,
+        row, part, parts, block_max,
     ):  # fmt: skip
-        """Row ``row`` (or, split, its part ``part`` of ``parts``, meeting in workspace row
-        slot ``slot``)."""
+        """Row ``row`` (or, split, its part ``part`` of ``parts``)."""
         cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         # ---- 1. the row window
@@ -273,21 +272,22 @@ class StreamingTopK:
                 c0 = window_column(cfg.mode, logits, lens_a, row, lead)
             self._long_row(
                 sh, out, values, workspace, paths, base, lead, row, part, parts, n, k, block_max,
-                c0, slot,
+                c0,
             )  # fmt: skip
 
     # ------------------------------------------------------------------ ragged split
     @cute.jit
     def _assign(self, sh, logits, lens_a, lens_b, rows: Int32, next_n, cr_shift, extra: Int32):
-        """``(row, part, row_parts, slot)`` of this CTA in a ragged split launch of
+        """``(row, part, row_parts)`` of this CTA in a ragged split launch of
         ``rows + extra`` CTAs (``gvr_reference.ragged``; row ``-1``: no work, the last CTAs of
         the grid). Thread ``t`` measures row ``t``; two CTA-wide scans (the units, then the
         parts packed as ``split << 16 | single``) and three barriers. A split row meets in
-        workspace row slot ``slot``: its row when ``rows <= extra``, else half its first CTA
-        (the split rows' first CTAs are at least two apart and below ``2 * extra``, so the
-        slots are distinct and below ``extra``). Launches of more than ``threads`` rows or of
-        32,768 CTAs or more run one CTA per row. Leaves ``ctl[RROW]`` / ``ctl[RPARTS]`` set
-        for the rest of the row."""
+        workspace row slot ``ctl[RSLOT]``: its row when ``rows <= extra``, else half its first
+        CTA (the split rows' first CTAs are at least two apart and below ``2 * extra``, so the
+        slots are distinct and below ``extra``; ``gvr_reference.ragged.ragged_slots``).
+        Launches of more than ``threads`` rows or of 32,768 CTAs or more run one CTA per row.
+        Leaves ``ctl[RROW]`` / ``ctl[RPARTS]`` / ``ctl[RSLOT]`` set for the rest of the row
+        (read again after the pass)."""
         cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         bid, _, _ = cute.arch.block_idx()
@@ -298,7 +298,6 @@ class StreamingTopK:
         row = cutlass.select_(bid < rows, bid, Int32(-1))
         part = Int32(0)
         row_parts = Int32(1)
-        slot = Int32(0)
         if (rows <= cfg.threads) & (grid < Int32(1 << 15)):
             units = Int32(0)
             if tid < rows:
@@ -353,19 +352,18 @@ class StreamingTopK:
             row = sh.ctl[Ctl.RROW]
             part = sh.ctl[Ctl.RPART]
             row_parts = sh.ctl[Ctl.RPARTS]
-            slot = sh.ctl[Ctl.RSLOT]
         else:
             if tid == 0:
                 sh.ctl[Ctl.RROW] = row
                 sh.ctl[Ctl.RPARTS] = Int32(1)
                 sh.ctl[Ctl.RSLOT] = Int32(0)
-        return row, part, row_parts, slot
+        return row, part, row_parts
 
     # ------------------------------------------------------------------ row bodies
     @cute.jit
     def _long_row(
         self, sh, out, values, workspace, paths, base, lead, row, part, parts, n, k, block_max,
-        c0, slot,
+        c0,
     ):  # fmt: skip
         cfg = self.cfg
         fmt = cfg.key_format
