@@ -12,9 +12,8 @@ where the router keeps the static split), past the SMs with ``min(rows - 1, SMs)
 at every width measured; ``ragged x2``: past the SMs, with ``min(rows - 1, 2 * SMs)``. Each
 configuration is exported ahead of time (in parallel), then launched directly
 (``gvr_kernels.abi.KernelArgs``); one CUDA-event median of 40 launches per cell, the L2
-flushed before each, after a short bf16 matmul warm-up. Every
-timed launch's answer is checked first (the selected values equal ``torch.topk``'s over each
-row's window, as multisets).
+flushed before each, after a short bf16 matmul warm-up. Every timed launch's answer is checked
+first (the selected values equal ``torch.topk``'s over each row's window, as multisets).
 """
 
 from __future__ import annotations
@@ -34,13 +33,12 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 def routes(spec, rows, width, k):
     """``(static config, static parts, ragged config, ragged parts...)`` of a decode launch
-    (``parts``: the kernels' argument; a ragged split's extra CTAs), or None where the router
-    does not pick the ragged split and the rows fit the SMs."""
+    (``parts``: the kernels' argument; a ragged split's extra CTAs), or None where the rows
+    fit the SMs and the router picks no split (the ragged split then is not an option)."""
     from gvr_kernels import routing
 
     s = spec.sm_count
     r = routing.route_static(spec, rows=rows, n_env=width, k=k, families=("streaming",))
-    ragged = getattr(r.config, "ragged", False)
     if rows > s:
         single = replace(r.config, split=False, ragged=False)
         many = replace(single, split=True, ragged=True)
@@ -50,15 +48,7 @@ def routes(spec, rows, width, k):
         parts = r.grid // rows
         split = replace(r.config, ragged=False)
         return split, parts, replace(split, ragged=True, preload=0), rows * (parts - 1)
-    if not ragged:
-        return None
-    single = replace(r.config, split=False, ragged=False, aim_mult=2)
-    return single, 1, r.config, r.parts
-
-
-def cfgs_words(cfgs) -> int:
-    """The largest split workspace row slot among ``cfgs`` (uint32 words)."""
-    return max(c.workspace_words_per_row for c in cfgs)
+    return None
 
 
 def main() -> None:
@@ -77,7 +67,7 @@ def main() -> None:
 
     kp = KernelProvider(aot)
     # room for the widest variant: a split row slot for every extra CTA, up to twice the SMs
-    words = 2 * kp.spec.sm_count * cfgs_words(cfgs)
+    words = 2 * kp.spec.sm_count * max(c.workspace_words_per_row for c in cfgs)
     if kp.workspace.numel() < words:
         kp.workspace = torch.zeros(words, dtype=torch.int32, device="cuda").view(torch.uint32)
     flush = timing_setup()
