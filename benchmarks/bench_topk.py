@@ -672,7 +672,9 @@ def real_cases(k, args):
     return cases
 
 
-#: The ragged set: arena widths and batch sizes.
+#: The ragged sets (eager, CUDA-graph replay) ...
+RAGGED_SETS = ("ragged", "ragged-graph")
+#: ... their arena widths and batch sizes.
 RAGGED_WIDTHS = (65536, 262144)
 RAGGED_B = (8, 64, 256)
 #: Its length classes, as fractions of the rows: (fraction, low, high), lengths log-uniform in
@@ -743,7 +745,7 @@ def gvr_grouped_call(case: Case, out: torch.Tensor):
     up to 4); the timed call runs every group, ``finish`` scatters the answers into ``out``."""
     import gvr_dispatch as gvr
 
-    if case.set not in ("ragged", "ragged-graph"):
+    if case.set not in RAGGED_SETS:
         return "ragged sets only"
     lengths = case.lengths.cpu().numpy()
     groups = []
@@ -816,7 +818,7 @@ def build_cases(set_name: str, g, args):
                 for n in (131072, 262144):
                     for b in (1, 32):
                         yield decode_case(set_name, k, b, n, g, family=fam)
-    elif set_name in ("ragged", "ragged-graph"):
+    elif set_name in RAGGED_SETS:
         for k in (512, 2048):
             for width in RAGGED_WIDTHS:
                 for b in RAGGED_B:
@@ -1474,11 +1476,7 @@ def ragged_vs_grouped(recs) -> dict:
     for timing in ("eager", "graph"):
         by_cell: dict = {}
         for r in recs:
-            if (
-                r["set"] in ("ragged", "ragged-graph")
-                and r["timing"] == timing
-                and r.get("median_us")
-            ):
+            if r["set"] in RAGGED_SETS and r["timing"] == timing and r.get("median_us"):
                 key = (r["k"], r["rows"], r["n"])
                 by_cell.setdefault(key, {})[r["provider"]] = r["median_us"]
         ratios = [
