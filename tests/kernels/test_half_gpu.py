@@ -252,6 +252,44 @@ def test_forced_paths_match_the_model(kp, split, dtype):
     assert want <= seen, seen
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rows_of_fewer_scores_than_a_vector(kp, dtype):
+    """16-bit rows of 0-15 scores at K = 1-3 on the streaming family's many-row core, prefill
+    windows at every misalignment ending near the end of the row: a row holding no whole
+    vector (eight scores) is unsampled (``gvr_reference.ladder.row_plan``), so nothing past its
+    window is sampled; the paths equal the model's and every answer is exact."""
+    from gvr_reference import validate
+    from gvr_reference.keys import key_format, round_to_format
+    from gvr_reference.windows import RowWindows
+
+    rows, width = 600, 65536
+    g = rng(20, DTYPES.index(dtype))
+    x = round_to_format(g.standard_normal((rows, width)).astype(np.float32), key_format(dtype))
+    logits = helpers.device_scores(x, dtype)
+    n = (np.arange(rows) % 16).astype(np.int64)
+    starts = width - n - (np.arange(rows) // 16) % 8
+    s_t = torch.from_numpy(starts.astype(np.int32)).cuda()
+    e_t = torch.from_numpy((starts + n).astype(np.int32)).cuda()
+    for k in (1, 2, 3):
+        out, _, paths, route = kp.launch("prefill", logits, s_t, e_t, k, paths=True)
+        assert route.config.family == "streaming" and route.parts == 1, route.config.name
+        mcfg = ModelConfig(route.ladder, parts=1, dtype=dtype)
+        want = np.array(
+            [
+                int(
+                    simulate_row(
+                        x[r, starts[r] : starts[r] + n[r]], k, mcfg, lead=starts[r] & 7
+                    ).path
+                )
+                for r in range(rows)
+            ]
+        )
+        assert np.array_equal(paths.cpu().numpy(), want)
+        report = validate.check_topk(x, RowWindows(starts, n), k, out.cpu().numpy(), None, dtype)
+        assert report.ok, report.summary()
+        ROWS_CHECKED["n"] += rows
+
+
 def test_zz_rows_checked():
     """Every streaming path was taken in both dtypes, and the register-resident and
     cluster-register families served some rows of each; the run checked at least 5,000 rows

@@ -56,6 +56,25 @@ def test_row_plan_stays_inside_the_row(n, k, lead, split):
     assert k * p.aim_mult * 4 * plan.sample_vecs < 2**31
 
 
+@pytest.mark.parametrize("aim_mult", [2, 3])
+@pytest.mark.parametrize("vec", [4, 8])
+def test_sampled_rows_hold_a_whole_vector(vec, aim_mult):
+    """Every row the ladder samples holds at least one whole vector, so its sample lies inside
+    the window: 16-bit rows (eight scores a vector) of 5-7 scores at K = 1 used to be sampled
+    with none (the sample then read past the window end) and the model raised."""
+    p = LadderParams(capacity=8192, aim_mult=aim_mult, vec=vec, min_hits=64, aim_boost=2)
+    fmt = "bfloat16" if vec == 8 else "float32"
+    for k in range(1, 9):
+        for n in range(k + 1, 40):
+            for lead in range(vec):
+                plan = row_plan(n, k, lead, p)
+                assert plan.unsampled or plan.nvec >= 1, (n, k, lead)
+                if plan.nvec == 0:
+                    row = np.arange(n, dtype=np.float32)
+                    trace = simulate_row(row, k, ModelConfig(p, dtype=fmt), lead)
+                    assert trace.path == Path.UNSAMPLED
+
+
 def test_row_plan_ops_are_pluggable():
     calls = []
 

@@ -106,7 +106,8 @@ class RowPlan:
             below the window start; vector ``v`` holds window positions ``vec * v - lead + q``
             (``vec``: :attr:`LadderParams.vec`).
         tail_start: first window position not covered by a whole vector (scalar loads).
-        unsampled: the row is short enough to stage every element (threshold key 0).
+        unsampled: the row is short enough to stage every element (threshold key 0): at
+            most ``2 * aim`` scores, or no whole vector (nothing to sample).
         sample_vecs: number of sampled vectors (``vec`` scores each).
         sample_step: vector stride of the sample; sampled vector ``t`` is
             :func:`sample_vector` ``(t, sample_step)``, runs of :data:`SAMPLE_BLOCK_VECS`
@@ -161,7 +162,9 @@ def row_plan(n: Any, k: Any, lead: Any, p: LadderParams, ops: Any = PY_OPS) -> R
     nvec = (lead + n) >> vshift
     tail_start = ops.max(nvec * vec - lead, 0)
     aim = k * p.aim_mult
-    unsampled = n <= aim * 2
+    # A row with no whole vector (16-bit rows of fewer than 8 scores past the lead, at K = 1)
+    # has nothing to sample: the sample's vector would lie past the window.
+    unsampled = (n <= aim * 2) | (nvec < 1)
     # The first rung may aim higher where the staging has room (up to a quarter of it, at
     # most aim_boost * aim): the survivor count of a rung at sample rank j spreads by about
     # 1 / sqrt(j), and a count below k costs a second pass, one above the capacity a whole-row
