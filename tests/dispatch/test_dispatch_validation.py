@@ -158,6 +158,8 @@ DECODE = [
     ("compress_ratio-3", _set_kw("compress_ratio", 3), ValueError, "compress_ratio"),
     ("compress_ratio-0", _set_kw("compress_ratio", 0), ValueError, "compress_ratio"),
     ("compress_ratio-str", _set_kw("compress_ratio", "4"), TypeError, "compress_ratio"),
+    ("compress_ratio-huge", _set_kw("compress_ratio", 2**63), ValueError, "compress_ratio"),
+    ("compress_ratio-2^31", _set_kw("compress_ratio", 2**31), ValueError, "compress_ratio"),
     ("max_seq_len-negative", _set_kw("max_seq_len", -1), ValueError, "max_seq_len"),
     ("max_seq_len-float", _set_kw("max_seq_len", 10.0), TypeError, "max_seq_len"),
 ]
@@ -336,6 +338,79 @@ def test_out_and_values_must_not_share_memory(dtype):
     apart = buf[ROWS * K :].view(ROWS, K).view(vdt)
     got, vals = gvr_dispatch.topk(logits, K, out=out, values=apart, sorted=True)
     assert torch.equal(vals, torch.topk(logits.float(), K).values)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_outputs_must_not_share_memory_with_the_logits(dtype):
+    """The logits are read while ``out`` and ``values`` are written, so an output buffer
+    viewing the logits' memory is refused before anything is written (the logits untouched),
+    on the CPU path (warm: its direct entry defers such buffers) and the kernel path."""
+    logits = torch.randn(ROWS, 4 * WIDTH).to(dtype)
+    gvr_dispatch.topk(logits, K)  # warm
+    before = logits.clone()
+    kv = torch.full((ROWS,), WIDTH, dtype=torch.int32)
+    x = logits[:, :WIDTH]  # a strided view: the checks compare the bytes its strides reach
+    words = logits.view(torch.int16).reshape(-1).view(torch.int32)  # the allocation, in words
+    per = 4 if dtype is torch.float32 else 2  # bytes a score
+    out = words[: ROWS * K].view(ROWS, K)  # over the view's first scores
+    gap = WIDTH * per // 4  # the words after row 0's scores: inside the view's range
+    between = words[gap : gap + ROWS * K].view(ROWS, K)
+    for o in (out, between):
+        with pytest.raises(ValueError, match="out and logits must not share memory"):
+            gvr_dispatch.topk(x, K, out=o)
+        with pytest.raises(ValueError, match="out and logits must not share memory"):
+            gvr_dispatch.topk_decode(x, kv, out=o)
+        with pytest.raises(ValueError, match="values and logits must not share memory"):
+            gvr_dispatch.topk(x, K, values=o.view(torch.float32))
+    assert torch.equal(logits.view(torch.int16), before.view(torch.int16))
+    d, _, _ = fake_dispatcher()
+    lg32 = logits.float()
+    with pytest.raises(ValueError, match="out and logits must not share memory"):
+        d.topk_decode(
+            lg32[:, :WIDTH], kv, out=lg32.view(torch.int32).reshape(-1)[: ROWS * K].view(ROWS, K)
+        )
+    # another allocation, or memory past every byte the view reaches, is fine
+    want = torch.topk(x.float(), K)[1].int()
+    past = words[-ROWS * K :].view(ROWS, K)
+    for o in (torch.empty(ROWS, K, dtype=torch.int32), past):
+        assert torch.equal(gvr_dispatch.topk(x, K, out=o, sorted=True), want)
+
+
+def test_sparse_logits_are_refused_naming_them():
+    for dtype in (torch.float32, torch.float16):
+        sparse = torch.randn(ROWS, WIDTH).to(dtype).to_sparse()
+        with pytest.raises(TypeError, match="logits must be a dense"):
+            gvr_dispatch.topk(sparse, K)
+
+
+def test_float16_nan_values_widen_exactly():
+    """float16 logits with a float32 ``values`` buffer: every value is the float32 widening
+    of the selected score, NaN sign and payload included, whatever the tensor's size (the
+    scalar and the vector conversions of the CPU differ on NaN)."""
+    for rows, width, k in ((1, 8, 3), (4, 64, 16), (2, 1000, 100)):
+        bits = torch.randint(-32768, 32768, (rows, width), dtype=torch.int32).to(torch.int16)
+        bits[:, :3] = torch.tensor([-511, 0x7E01, -1024], dtype=torch.int16)  # NaNs, -inf
+        logits = bits.view(torch.float16)
+        values = torch.empty(rows, k)
+        out, got = gvr_dispatch.topk(logits, k, values=values)
+        picked = torch.gather(bits, 1, out.long()).numpy().view(np.float16)
+        want = picked.astype(np.float32).view(np.int32)
+        assert np.array_equal(got.view(torch.int32).numpy(), want)
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_negated_float16_views_are_read_by_value():
+    """A lazily negated view (the ``.imag`` of a conjugated complex32 tensor) holds memory that
+    is not its values; its top-K and values are those of its values."""
+    z = torch.randn(ROWS, WIDTH, dtype=torch.complex64).to(torch.complex32)
+    neg = z.conj().imag
+    assert neg.is_neg()
+    plain = neg.clone()
+    for values in (None, torch.empty(ROWS, K)):
+        got = gvr_dispatch.topk(neg, K, values=values, return_values=True, sorted=True)
+        want = gvr_dispatch.topk(plain, K, values=values, return_values=True, sorted=True)
+        assert torch.equal(got[0], want[0])
+        assert torch.equal(got[1].float(), want[1].float())
 
 
 # ---------------------------------------------------------------------- the functions directly

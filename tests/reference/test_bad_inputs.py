@@ -199,6 +199,22 @@ def test_buffers_untouched_on_error(shape, bad):
     assert (out != 0x5A5A5A5A).any()
 
 
+def test_outputs_must_not_share_memory():
+    """``out``, ``values`` and the logits are apart: the outputs are both written and the
+    logits read meanwhile; overlapping ones are refused before anything is written."""
+    logits = np.random.default_rng(0).standard_normal((ROWS, 4 * WIDTH)).astype(np.float32)
+    before = logits.copy()
+    out = np.zeros((ROWS, K), np.int32)
+    with pytest.raises(ValueError, match="out and values must not share memory"):
+        cpu_engine.dense(logits[:, :WIDTH], K, out=out, values=out.view(np.float32))
+    over = logits.reshape(-1)[: ROWS * K].view(np.int32).reshape(ROWS, K)
+    with pytest.raises(ValueError, match="out and logits must not share memory"):
+        cpu_engine.dense(logits[:, :WIDTH], K, out=over)
+    with pytest.raises(ValueError, match="values and logits must not share memory"):
+        cpu_engine.dense(logits[:, :WIDTH], K, values=over.view(np.float32))
+    assert np.array_equal(logits, before) and not out.any()
+
+
 def test_read_only_out_buffer():
     out = np.zeros((ROWS, K), np.int32)
     out.flags.writeable = False

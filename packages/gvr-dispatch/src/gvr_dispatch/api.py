@@ -100,7 +100,7 @@ def topk_decode(
             *uncompressed* tokens (the step's new tokens included).
         k: top-K size (see the module docstring).
         next_n: rows per request (MTP draft tokens + 1), ``>= 1``.
-        compress_ratio: KV compression ratio, a power of two ``>= 1``.
+        compress_ratio: KV compression ratio, a power of two in ``[1, 2**30]``.
         out: optional int32 ``[rows, k]`` contiguous buffer for the indices.
         values: optional ``[rows, k]`` contiguous buffer for the values, in the logits dtype
             or float32.

@@ -247,9 +247,13 @@ def direct(
     # serves it. int32 tensors cannot carry it through any public operation.
     if logits.is_neg() or (values is not None and values.is_neg()):
         return None
-    # Both buffers in one allocation: the general path checks that they are disjoint.
+    # Buffers in one allocation (with each other or with the logits): the general path
+    # checks that they are disjoint.
     if out is not None and values is not None and shares_storage(out, values):
         return None
+    for buf in (out, values):
+        if buf is not None and shares_storage(buf, logits):
+            return None
     try:  # tensors without strided storage (sparse, mkldnn) raise here
         s0, s1 = logits.stride()
         x_address = logits.data_ptr()

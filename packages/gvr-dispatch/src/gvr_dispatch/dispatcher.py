@@ -72,6 +72,24 @@ _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.floa
 _VMASK = {dt: v - 1 for dt, v in VEC.items()}
 
 
+def _widen_bits(bits: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
+    """float32 values of 16-bit ``bits`` (int16, the raw words of ``dt`` scores), widened
+    exactly, NaN sign and payload included: bfloat16 is float32's high half; float16 goes
+    through the conversion, which is exact for every non-NaN value, and its NaNs are rebuilt
+    from their bits (sign, all-ones exponent, the 10 payload bits at the top of float32's
+    23), which the conversion does not keep on every path (a CPU conversion of a few elements
+    returned ``0x7FFFFFFF`` for a negative NaN)."""
+    wide = bits.to(torch.int32) & 0xFFFF
+    if dt is torch.bfloat16:
+        return (wide << 16).view(torch.float32)
+    out = bits.view(dt).to(torch.float32)
+    nan = ((wide & 0x7C00) == 0x7C00) & ((wide & 0x03FF) != 0)
+    if bool(nan.any()):
+        rebuilt = ((wide & 0x8000) << 16) | 0x7F800000 | ((wide & 0x03FF) << 13)
+        out = torch.where(nan, rebuilt.view(torch.float32), out)
+    return out
+
+
 class Dispatcher:
     """Routes top-K calls to the CUDA kernels or the CPU engine (see the module docstring).
 
@@ -309,7 +327,7 @@ class Dispatcher:
             max_seq_len = check_max_seq_len(max_seq_len)
         k, want_values = self._check_common(
             k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
-            logits.dtype,
+            logits,
         )  # fmt: skip
         ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
         if block_max is not None:
@@ -394,7 +412,7 @@ class Dispatcher:
         check_index_tensor(row_ends, "row_ends", device, rows)
         k, want_values = self._check_common(
             k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
-            logits.dtype,
+            logits,
         )  # fmt: skip
         ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
         if block_max is not None:
@@ -475,7 +493,7 @@ class Dispatcher:
             check_index_tensor(lengths, "lengths", device, rows)
         k, want_values = self._check_common(
             k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
-            logits.dtype,
+            logits,
         )  # fmt: skip
         ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
         if block_max is not None:
@@ -540,6 +558,9 @@ class Dispatcher:
         prefill ``row_starts`` (indices are window-local), else None.
         """
         rows, width = check_logits(logits)
+        if logits.is_neg():
+            # (a lazily negated view: its memory is not its values; the widening reads bits)
+            logits = logits.resolve_neg()
         dt = logits.dtype
         if return_values is not False and return_values is not True:
             check_flag(return_values, "return_values")
@@ -554,6 +575,7 @@ class Dispatcher:
             if out is not None:
                 check_output(out, "out", torch.int32, logits.device, rows, k)
                 check_disjoint(out, "out", values, "values")
+        self._check_apart(logits, out, values)
         out = call(padded_copy(logits, rows, width), k, out)
         if not (return_values or values is not None):
             return out
@@ -568,7 +590,7 @@ class Dispatcher:
                 pos = pos + starts.long().clamp(0, width)[:, None]
             # Gathered through the integer view: bit for bit (NaN payloads included).
             bits = torch.gather(logits.view(torch.int16), 1, pos.clamp(0, width - 1))
-            picked = bits.view(dt).to(vdt)
+            picked = bits.view(dt) if vdt is dt else _widen_bits(bits, dt)
             picked.masked_fill_(out < 0, pad)
         if values is not None:
             values.copy_(picked)
@@ -587,9 +609,11 @@ class Dispatcher:
 
     def _check_common(
         self, k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
-        dtype=_f32,
+        logits,
     ) -> tuple[int, bool]:  # fmt: skip
-        """Flags, K, the output buffers and the kernels' limits; returns ``(k, want_values)``."""
+        """Flags, K, the output buffers (apart from each other and from ``logits``) and the
+        kernels' limits; returns ``(k, want_values)``."""
+        dtype = logits.dtype
         # The identity tests are the common case; check_flag explains anything else.
         if return_values is not False and return_values is not True:
             check_flag(return_values, "return_values")
@@ -616,7 +640,21 @@ class Dispatcher:
             check_output(values, "values", vdt, device, rows, k)
             if out is not None:
                 check_disjoint(out, "out", values, "values")
+        self._check_apart(logits, out, values)
         return k, return_values or values is not None
+
+    @staticmethod
+    def _check_apart(logits, out, values) -> None:
+        """The output buffers must not share memory with the logits (read while they are
+        written).
+
+        Raises:
+            ValueError: one does (naming it).
+        """
+        why = "the logits are read while it is written"
+        for buf, name in ((out, "out"), (values, "values")):
+            if buf is not None:
+                check_disjoint(buf, name, logits, "logits", why)
 
     def _check_block_max(self, block_max, logits, rows, width, windows) -> None:
         """Validate ``block_max`` (``gvr_dispatch.blockmax``); in debug mode

@@ -17,8 +17,10 @@ from __future__ import annotations
 import numbers
 
 import torch
+from gvr_reference.windows import MAX_COMPRESS_RATIO
 
 __all__ = [
+    "MAX_COMPRESS_RATIO",
     "CPU_MAX_K",
     "KERNEL_MAX_K",
     "KERNEL_MAX_WIDTH",
@@ -93,13 +95,16 @@ def check_logits(logits: object) -> tuple[int, int]:
         ``(rows, width)``.
 
     Raises:
-        TypeError: not a tensor, or another dtype (float64, integers, ...).
+        TypeError: not a tensor, another dtype (float64, integers, ...), or not a strided
+            (dense) tensor (sparse, mkldnn).
         ValueError: not 2-D.
     """
     if not isinstance(logits, torch.Tensor):
         raise TypeError(f"logits must be a torch.Tensor, got {_what(logits)}")
     if logits.dtype is not _f32 and logits.dtype not in HALF_DTYPES:
         raise TypeError(f"logits must be float32, bfloat16 or float16, got {logits.dtype}")
+    if logits.layout is not torch.strided:
+        raise TypeError(f"logits must be a dense (strided) tensor, got layout {logits.layout}")
     shape = logits.shape
     if len(shape) != 2:
         raise ValueError(f"logits must be 2-D [rows, width], got shape {tuple(shape)}")
@@ -147,18 +152,22 @@ def check_next_n(next_n: object) -> int:
 
 
 def check_compress_ratio(compress_ratio: object) -> int:
-    """KV compression ratio: a power of two >= 1.
+    """KV compression ratio: a power of two in ``[1, MAX_COMPRESS_RATIO]`` (``kv_lens`` are
+    int32, so a larger ratio could only leave every row empty; the kernels take the shift as an
+    int32).
 
     Returns:
         ``log2(compress_ratio)`` (the kernels take the shift).
 
     Raises:
         TypeError: not an int.
-        ValueError: not a power of two >= 1.
+        ValueError: not a power of two in that range.
     """
     cr = check_int(compress_ratio, "compress_ratio")
-    if cr < 1 or cr & (cr - 1):
-        raise ValueError(f"compress_ratio must be a power of two >= 1, got {cr}")
+    if cr < 1 or cr & (cr - 1) or cr > MAX_COMPRESS_RATIO:
+        raise ValueError(
+            f"compress_ratio must be a power of two in [1, {MAX_COMPRESS_RATIO}], got {cr}"
+        )
     return cr.bit_length() - 1
 
 
@@ -261,18 +270,36 @@ def check_output(
         raise ValueError(f"{name} must be contiguous, got strides {buf.stride()}")
 
 
-def check_disjoint(a: torch.Tensor, name_a: str, b: torch.Tensor, name_b: str) -> None:
-    """Two caller buffers (contiguous, already checked) must not share memory: the kernels
-    write both.
+def check_disjoint(
+    a: torch.Tensor, name_a: str, b: torch.Tensor, name_b: str, why: str = "both are written"
+) -> None:
+    """Two tensors must not share memory: an output buffer and another output (the kernels
+    write both) or the logits (read while the output is written). Compares the byte ranges
+    their strides can reach, so interleaved views of one allocation are refused too.
 
     Raises:
-        ValueError: their bytes overlap.
+        ValueError: their byte ranges overlap (the message names both and ``why``).
     """
     if not shares_storage(a, b):
         return
-    a0, b0 = a.data_ptr(), b.data_ptr()
-    if a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size():
-        raise ValueError(f"{name_a} and {name_b} must not share memory (both are written)")
+    a0, a1 = _byte_range(a)
+    b0, b1 = _byte_range(b)
+    if a0 < b1 and b0 < a1:
+        raise ValueError(f"{name_a} and {name_b} must not share memory ({why})")
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int]:
+    """``[first, last + 1)`` byte addresses a strided tensor's elements may occupy."""
+    lo = hi = 0
+    if t.numel() == 0:
+        return t.data_ptr(), t.data_ptr()
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        if stride >= 0:
+            hi += (size - 1) * stride
+        else:
+            lo += (size - 1) * stride
+    es = t.element_size()
+    return t.data_ptr() + lo * es, t.data_ptr() + (hi + 1) * es
 
 
 def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:

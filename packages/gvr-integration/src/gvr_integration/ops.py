@@ -33,7 +33,7 @@ import logging
 
 import gvr_dispatch
 import torch
-from gvr_dispatch.validation import KERNEL_MAX_K
+from gvr_dispatch.validation import KERNEL_MAX_K, MAX_COMPRESS_RATIO
 
 __all__ = ["topk_decode", "topk_prefill", "DECODE_SCHEMA", "PREFILL_SCHEMA"]
 
@@ -207,8 +207,11 @@ def _topk_decode_fake(
     _fake_block_max(logits, block_max)
     torch._check_value(next_n >= 1, lambda: f"next_n must be >= 1, got {next_n}")
     torch._check_value(
-        compress_ratio >= 1 and compress_ratio & (compress_ratio - 1) == 0,
-        lambda: f"compress_ratio must be a power of two >= 1, got {compress_ratio}",
+        1 <= compress_ratio <= MAX_COMPRESS_RATIO and compress_ratio & (compress_ratio - 1) == 0,
+        lambda: (
+            f"compress_ratio must be a power of two in [1, {MAX_COMPRESS_RATIO}], "
+            f"got {compress_ratio}"
+        ),
     )
     if max_seq_len is not None:
         torch._check_value(max_seq_len >= 0, lambda: f"max_seq_len must be >= 0, got {max_seq_len}")

@@ -104,16 +104,23 @@ def check_next_n(next_n: object) -> int:
     return next_n
 
 
+#: The largest KV compression ratio: ``kv_lens`` are int32, so a larger ratio could only leave
+#: every row empty (and the kernels take its log2 as an int32 shift).
+MAX_COMPRESS_RATIO = 1 << 30
+
+
 def check_compress_ratio(compress_ratio: object) -> int:
-    """Check that ``compress_ratio`` is a power of two >= 1.
+    """Check that ``compress_ratio`` is a power of two in ``[1, MAX_COMPRESS_RATIO]``.
 
     Raises:
         TypeError: not an integer.
-        ValueError: not a power of two >= 1.
+        ValueError: not a power of two in that range.
     """
     cr = _check_int(compress_ratio, "compress_ratio")
-    if cr < 1 or cr & (cr - 1):
-        raise ValueError(f"compress_ratio must be a power of two >= 1, got {cr}")
+    if cr < 1 or cr & (cr - 1) or cr > MAX_COMPRESS_RATIO:
+        raise ValueError(
+            f"compress_ratio must be a power of two in [1, {MAX_COMPRESS_RATIO}], got {cr}"
+        )
     return cr
 
 
@@ -249,3 +256,19 @@ def check_out_buffer(buf: object, name: str, rows: int, k: int, dtype: type) -> 
     if not buf.flags.writeable:
         raise ValueError(f"{name} must be writeable, got a read-only array")
     return buf
+
+
+def check_apart(logits: np.ndarray, out: np.ndarray | None, values: np.ndarray | None) -> None:
+    """The output buffers must not share memory with each other (both are written) or with
+    the logits (read while they are written); compared by the byte ranges their strides
+    reach (``np.may_share_memory``).
+
+    Raises:
+        ValueError: two of them do (naming both).
+    """
+    pairs = [(out, "out", values, "values", "both are written")]
+    why = "the logits are read while it is written"
+    pairs += [(out, "out", logits, "logits", why), (values, "values", logits, "logits", why)]
+    for a, name_a, b, name_b, reason in pairs:
+        if a is not None and b is not None and np.may_share_memory(a, b):
+            raise ValueError(f"{name_a} and {name_b} must not share memory ({reason})")

@@ -117,6 +117,7 @@ def _run(
         _checks.check_out_buffer(out, "out", rows, k, np.int32)
     if values is not None:
         _checks.check_out_buffer(values, "values", rows, k, np.float32)
+    _checks.check_apart(logits, out, values)
     want_values = values is not None or return_values
     if not _announced:
         _announce_compile()

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks
+from ._checks import MAX_COMPRESS_RATIO
 
 __all__ = [
+    "MAX_COMPRESS_RATIO",
     "RowWindows",
     "decode_row_lengths",
     "decode_windows",
@@ -69,7 +71,7 @@ def decode_row_lengths(
     Args:
         kv_lens: int32 ``[batch]``, total (uncompressed) KV length per request, >= 0.
         next_n: rows per request (MTP draft tokens + 1), >= 1.
-        compress_ratio: KV compression ratio, a power of two >= 1.
+        compress_ratio: KV compression ratio, a power of two in ``[1, MAX_COMPRESS_RATIO]``.
         width: logits width (columns), >= 0.
 
     Returns:

@@ -28,6 +28,7 @@ import enum
 import logging
 
 import torch
+from gvr_dispatch.validation import MAX_COMPRESS_RATIO
 
 from .. import ops
 from ._common import check_int, check_tensor, envelope_tokens, packed_rows
@@ -193,8 +194,10 @@ class TopK(torch.nn.Module):
         super().__init__()
         self.top_k = check_int(top_k, "top_k", minimum=1)
         cr = check_int(compress_ratio, "compress_ratio", minimum=1)
-        if cr & (cr - 1):
-            raise ValueError(f"compress_ratio must be a power of two, got {cr}")
+        if cr & (cr - 1) or cr > MAX_COMPRESS_RATIO:
+            raise ValueError(
+                f"compress_ratio must be a power of two in [1, {MAX_COMPRESS_RATIO}], got {cr}"
+            )
         self.compress_ratio = cr
         self.prefill_implementation = prefill_implementation
         self.decode_implementation = decode_implementation
