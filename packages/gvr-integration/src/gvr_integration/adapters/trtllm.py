@@ -28,7 +28,7 @@ import enum
 import logging
 
 import torch
-from gvr_dispatch.validation import MAX_COMPRESS_RATIO
+from gvr_dispatch.validation import check_compress_ratio
 
 from .. import ops
 from ._common import check_int, check_tensor, envelope_tokens, packed_rows
@@ -194,10 +194,7 @@ class TopK(torch.nn.Module):
         super().__init__()
         self.top_k = check_int(top_k, "top_k", minimum=1)
         cr = check_int(compress_ratio, "compress_ratio", minimum=1)
-        if cr & (cr - 1) or cr > MAX_COMPRESS_RATIO:
-            raise ValueError(
-                f"compress_ratio must be a power of two in [1, {MAX_COMPRESS_RATIO}], got {cr}"
-            )
+        check_compress_ratio(cr)  # a power of two in range, as every call checks it
         self.compress_ratio = cr
         self.prefill_implementation = prefill_implementation
         self.decode_implementation = decode_implementation
