@@ -278,6 +278,22 @@ def test_register_family_where_it_is_measured_faster():
     assert route_static(H200, **det_prefill).config.threads == 512
 
 
+def test_register_decode_rows_load_early_up_to_one_row_a_sm():
+    s = H200.sm_count
+    for rows, n_env, k in ((1, 4096, 512), (s, 16384, 2048), (32, REGISTER_WIDE_N, 2048)):
+        cfg = route_static(H200, rows=rows, n_env=n_env, k=k).config
+        assert cfg.family == "register" and cfg.early_loads, (rows, n_env, k)
+    for rows, n_env in ((s + 1, 16384), (4 * s, 4096)):
+        cfg = route_static(H200, rows=rows, n_env=n_env, k=512).config
+        assert cfg.family == "register" and not cfg.early_loads
+        assert cfg.name.endswith("_lateloads")
+    # Prefill and full rows have no length to wait for: the flag stays at its default there.
+    for mode in ("prefill", "full"):
+        assert route_static(H200, rows=4 * s, n_env=4096, k=512, mode=mode).config.early_loads
+    assert "lateloads" not in RegisterConfig().name
+    assert RegisterConfig(early_loads=False).name != RegisterConfig().name
+
+
 def test_cluster_family_where_it_is_measured_faster():
     """Envelopes of 16,385-65,536 float32 scores while the clusters take at most half the
     SMs: four 512 x 4 CTAs up to 32,768 at K <= 1024, eight 512 x 4 CTAs above it at every K,

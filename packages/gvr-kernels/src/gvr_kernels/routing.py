@@ -78,6 +78,16 @@ and no shape slower.
 Rows past two 512-thread CTAs per SM with K up to ``BULK_MAX_K`` take four 256-thread register
 CTAs per SM with a staging cut to 2,048-4,096 entries (``BULK_ROWS_PER_SM``).
 
+Register-resident decode rows issue their loads before their ``kv_lens`` entry arrives
+(``RegisterConfig.early_loads``) while the launch has at most one row a SM; past that they wait
+for it. Measured on the H200 (``ab_early_loads.log``, raw kernel times, the lower of two runs a
+variant): full rows 0.2-0.5 us sooner at b <= 32 and 0.6-1.0 us at b = 128-512
+(n = 4,096 / 16,384), but a launch whose rows are all far shorter than the envelope reads the
+CTAs' whole capacity: b = 128 and 512 rows of 513-2,047 scores in a 16,384 envelope took
+1.6 / 2.7 us longer. Past one row a SM the launch is bandwidth-bound and those bytes cost; up to
+it the extra reads overlap the selection (b = 8 and 32: +0.2 us). The cluster-register family
+always loads early: it serves at most half the SMs' worth of rows.
+
 bfloat16 and float16 logits (``dtype``) run on the streaming family's 16-bit configurations
 (16-byte vectors of 8 scores, 16-bit keys, two scores per compare): the same cores with four
 vectors per thread per tile on the 512-thread core (rows > SMs: b = 512, n = 262,144 bf16
@@ -306,7 +316,11 @@ def _register_core(
         return None
     lean = mode == "decode" and not with_values and not deterministic
     fits = reg.vecs <= 2 or reg.threads * reg.resident <= 512 or lean
-    reg = replace(reg, bracket=reg.vecs <= BRACKET_MAX_VECS and 4 * k <= n_env and fits)
+    reg = replace(
+        reg,
+        bracket=reg.vecs <= BRACKET_MAX_VECS and 4 * k <= n_env and fits,
+        early_loads=rows <= spec.sm_count or mode != "decode",
+    )
     if dtype != "float32":
         reg = replace(reg, dtype=dtype, vecs=max(1, reg.vecs // 2))
     return reg

@@ -8,7 +8,9 @@ Per row (decisions and their CPU model: ``gvr_reference.cluster_model``; invaria
    (rank 0) as the identity then ``-1``.
 2. **Load.** CTA ``r`` issues the 16-byte loads of its chunk (vector ``r V + tid + j *
    threads``, ``V = threads * vecs``), the last CTA's warp 0 the tail scores (fewer than a
-   vector's), all before any is used; every CTA zeroes its control words and arrives at the
+   vector's), all before any is used (a decode row's vectors addressed within the logits
+   width, ``device.window.load_limit``: they go out before its ``kv_lens`` entry arrives);
+   every CTA zeroes its control words and arrives at the
    cluster barrier while the loads are in flight (a remote write must not reach a CTA before
    it runs, nor before its words are zeroed).
 3. **Sample exchange.** Every thread stores its sample key into slot ``r * threads + tid``
@@ -79,13 +81,13 @@ from ..device.cluster import (
 )
 from ..device.keys import KEY_MAX, format_key_of, order_key, vector_bits, widen_bits
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import load_score, load_vec4
+from ..device.memory import load_score, load_vec4_if
 from ..device.ops import DEVICE_OPS, umax, umin
 from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
 from ..device.shared import ctl_u32, record_path
 from ..device.staging import packed_warp_slots, warp_slots
-from ..device.window import row_window, write_short_row
+from ..device.window import load_limit, row_window, write_short_row
 from .config import BRACKET_BINS, CTL_WORDS, HIST_BINS, SMEM_ALIGN, ClusterConfig
 
 __all__ = ["ClusterTopK", "allocate_shared"]
@@ -177,6 +179,10 @@ class ClusterTopK:
         sh, _ = allocate_shared(cfg)
 
         n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift, fmt)
+        nvec = (lead + n) >> Int32(fmt.vec.bit_length() - 1)
+        # This CTA's vectors go out before any branch on the row's length: a decode row's
+        # are addressed within the logits width, so they do not wait for kv_lens.
+        raw = self._issue_vectors(base, load_limit(cfg.mode, logits, nvec, fmt), rank)
 
         # Every CTA of the cluster sees the same window, so all take the same branch.
         if n <= k:
@@ -184,10 +190,9 @@ class ClusterTopK:
                 write_short_row(cfg, out, values, base, lead, row, n, k)
                 self._record(paths, row, Int32(Path.SHORT))
         else:
-            nvec = (lead + n) >> Int32(fmt.vec.bit_length() - 1)
             win = Window(base, lead, nvec, cutlass.max(nvec * fmt.vec - lead, Int32(0)), n)
             if (nvec >= 1) & (nvec <= cfg.cluster * cfg.threads * cfg.vecs):
-                self._held_row(sh, out, values, paths, win, rank, row, k)
+                self._held_row(sh, out, values, paths, win, rank, row, k, raw)
             elif rank == _LEADER:
                 self._zero_shared(sh)
                 cute.arch.barrier()
@@ -211,11 +216,11 @@ class ClusterTopK:
                 sh.bhist[tid + i * cfg.threads] = Int32(0)
 
     @cute.jit
-    def _held_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32):
+    def _held_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32, raw):
         if const_expr(self.cfg.bracket):
-            self._bracket_row(sh, out, values, paths, win, rank, row, k)
+            self._bracket_row(sh, out, values, paths, win, rank, row, k, raw)
         else:
-            regs, top, sample_key = self._load(sh, win, rank)
+            regs, top, sample_key = self._load(sh, win, rank, raw)
             self._exchange(sh, rank, top, sample_key)
             self._sampled(sh, regs, win, out, values, paths, rank, row, k)
 
@@ -230,9 +235,10 @@ class ClusterTopK:
             self._finish(sh, win, out, values, paths, row, k, code, thr, lo, crowded)
 
     @cute.jit
-    def _load(self, sh, win, rank: Int32):
-        """Load this CTA's chunk (and, on the last CTA, the tail), zero the control words and
-        arrive at the cluster barrier while the loads are in flight; returns the held keys (a
+    def _load(self, sh, win, rank: Int32, raw):
+        """Load the tail (the last CTA; this CTA's vectors ``raw`` are in flight), zero the
+        control words and arrive at the cluster barrier while the loads are in flight; returns
+        the held keys (a
         :class:`~..device.layout.RegisterRow`: 0 outside the window), the warp's largest key
         and this thread's sample key."""
         cfg = self.cfg
@@ -240,7 +246,7 @@ class ClusterTopK:
         tid, _, _ = cute.arch.thread_idx()
         base, lead, nvec, tail_start, n = win
         v0 = rank * (threads * cfg.vecs)
-        raw, t_pos, tail_ok, tail_bits = self._issue_loads(win, rank)
+        t_pos, tail_ok, tail_bits = self._load_tail(win, rank)
         self._zero_shared(sh)
         # Release: this CTA runs and its words are zero before any remote write reaches it.
         cute.arch.cluster_arrive()
@@ -261,27 +267,34 @@ class ClusterTopK:
         return RegisterRow(keys, p0, t_pos), top, thread_sample_key(cfg.vecs, keys, vec)
 
     @cute.jit
-    def _issue_loads(self, win, rank: Int32):
-        """Issue this CTA's 16-byte loads (vector ``r V + tid + j * threads``) and, on the last
-        CTA's warp 0, the load of its tail score, all before any is used (a missing vector or
-        tail score reads position 0 and is discarded). Returns ``(the raw bits of each vector's
-        scores, tail position, whether this lane holds a tail score, its bits)``."""
+    def _issue_vectors(self, base, lim: Int32, rank: Int32):
+        """Issue this CTA's 16-byte loads (vector ``r V + tid + j * threads``, predicated on
+        being below ``lim``: no other vector is read), all before any is used: the raw bits of
+        each vector's scores (zeros where not read)."""
         cfg = self.cfg
-        threads = cfg.threads
         tid, _, _ = cute.arch.thread_idx()
-        lane = cute.arch.lane_idx()
-        base, lead, nvec, tail_start, n = win
-        v0 = rank * (threads * cfg.vecs)
+        v0 = rank * (cfg.threads * cfg.vecs)
         fmt = cfg.key_format
         raw = []
         for j in cutlass.range_constexpr(cfg.vecs):
-            v = v0 + tid + j * threads
-            at = Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(fmt.vec)
-            raw.append(vector_bits(load_vec4(base + at), fmt))
-        t_pos = tail_start + lane
+            v = v0 + tid + j * cfg.threads
+            at = (base + Int64(v) * Int64(fmt.vec)).toint()
+            raw.append(vector_bits(load_vec4_if(at, Uint32(cutlass.select_(v < lim, 1, 0))), fmt))
+        return raw
+
+    @cute.jit
+    def _load_tail(self, win, rank: Int32):
+        """On the last CTA's warp 0, the load of its tail score, only where the row has one.
+        Returns ``(tail position, whether this lane holds a tail score, its bits)``."""
+        cfg = self.cfg
+        tid, _, _ = cute.arch.thread_idx()
+        base, lead, nvec, tail_start, n = win
+        t_pos = tail_start + cute.arch.lane_idx()
         tail_ok = (rank == cfg.cluster - 1) & (tid // 32 == 0) & (t_pos < n)
-        tail_bits = load_score(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))), fmt)
-        return raw, t_pos, tail_ok, tail_bits
+        tail_bits = Uint32(0)
+        if tail_ok:
+            tail_bits = load_score(base + (lead + t_pos), cfg.key_format)
+        return t_pos, tail_ok, tail_bits
 
     @cute.jit
     def _exchange(self, sh, rank: Int32, top: Uint32, sample_key: Uint32):
@@ -400,7 +413,7 @@ class ClusterTopK:
 
     # ------------------------------------------------------------------ bracket path
     @cute.jit
-    def _bracket_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32):
+    def _bracket_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32, raw):
         """A row of a bracket configuration: load, the cluster's reductions, then the bracket
         path, or the sampled path for rows it cannot serve."""
         cfg = self.cfg
@@ -413,8 +426,8 @@ class ClusterTopK:
         warp_id = tid // 32
         base, lead, nvec, tail_start, n = win
         v0 = rank * (threads * cfg.vecs)
-        # ---- load: every vector and the tail in flight before any is used
-        raw, t_pos, tail_ok, tail_bits = self._issue_loads(win, rank)
+        # ---- load: the vectors are in flight (``raw``); the tail
+        t_pos, tail_ok, tail_bits = self._load_tail(win, rank)
         self._zero_shared(sh)
         if tid == 0:
             self._init_barriers(sh)

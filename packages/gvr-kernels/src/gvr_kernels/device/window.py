@@ -23,7 +23,7 @@ from cutlass import Int32, Int64, Uint32, const_expr
 from .keys import F32, format_of
 from .memory import load_score, store_score
 
-__all__ = ["row_window", "window_column", "write_short_row"]
+__all__ = ["row_window", "load_limit", "window_column", "write_short_row"]
 
 
 @cute.jit
@@ -55,6 +55,25 @@ def row_window(
     # Element offset of the 16-byte-aligned address at or below the window start.
     row_off = Int64(row) * Int64(logits.stride[0]) + Int64(start - lead)
     return n, lead, logits.iterator + row_off
+
+
+@cute.jit
+def load_limit(
+    mode: cutlass.Constexpr,
+    logits,
+    nvec: Int32,
+    fmt: cutlass.Constexpr = F32,
+    early: cutlass.Constexpr = True,
+) -> Int32:
+    """The vectors a register-resident kernel loads from ``base`` (one at or past it is not
+    read): with ``early``, for decode rows (start 0) the whole 16-byte vectors of
+    the logits width, which do not depend on ``kv_lens``, so the row's loads need not wait
+    for the length's; else the window's own ``nvec``. Every vector below either limit lies
+    inside the logits row; the slots past the window are masked by position afterwards."""
+    lim = nvec
+    if const_expr(mode == "decode" and early):
+        lim = logits.shape[1] >> Int32(fmt.vec.bit_length() - 1)
+    return lim
 
 
 @cute.jit

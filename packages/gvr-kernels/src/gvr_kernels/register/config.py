@@ -63,6 +63,12 @@ class RegisterConfig:
         dtype: the logits format, ``"float32"``, ``"bfloat16"`` or ``"float16"``: 16-bit rows
             are held as raw bits, 8 per vector; the bracket bins their exact float32 widening
             and every radix selection works in the 16-bit key space.
+        early_loads: decode rows issue their vector loads within the logits width before
+            their ``kv_lens`` entry arrives (``device.window.load_limit``): the length's read
+            and the row's overlap, at the cost of reading the CTA's whole capacity (capped by
+            the width) for a row shorter than it. False: the loads wait for the length and
+            read only the window (the router's choice past one row a SM, where the bytes of
+            rows shorter than the envelope would cost bandwidth).
     """
 
     mode: str = "decode"
@@ -77,6 +83,7 @@ class RegisterConfig:
     record_paths: bool = False
     stamp_phases: bool = False
     dtype: str = "float32"
+    early_loads: bool = True
 
     #: The family this configuration belongs to (``gvr_kernels.registry``).
     family = "register"
@@ -194,4 +201,6 @@ class RegisterConfig:
             parts.append("paths")
         if self.stamp_phases:
             parts.append("stamps")
+        if not self.early_loads:
+            parts.append("lateloads")
         return "_".join(parts)

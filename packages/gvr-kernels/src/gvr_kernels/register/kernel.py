@@ -5,7 +5,9 @@ Per row (decisions and their CPU model: ``gvr_reference.register_model``):
 1. **Window** as in the streaming family; rows with ``n <= k`` write the identity then ``-1``.
 2. **Load.** Each thread issues its ``vecs`` 16-byte loads (vector ``tid + j * threads``) and
    warp 0 the tail scores (fewer than a vector's), all before any is used: the row is read
-   once, in one round trip. Slots outside the window hold ``-inf`` bits on the bracket path
+   once, in one round trip. With ``early_loads`` a decode row's vectors are addressed within
+   the logits width (``device.window.load_limit``), so they go out before its ``kv_lens``
+   entry arrives. Slots outside the window hold ``-inf`` bits on the bracket path
    and key 0 on the sampled path, which no selection range contains. Per-warp reductions of
    the row's ends (and the sample count and crowd test) go to shared words; one barrier,
    then every warp reduces the warps' words itself.
@@ -73,7 +75,7 @@ from ..device.bracket import (
 )
 from ..device.keys import KEY_MAX, format_key_of, order_key, vector_bits, widen_bits
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import load_score, load_vec4
+from ..device.memory import load_score, load_vec4_if
 from ..device.ops import DEVICE_OPS, umax
 from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import (
@@ -83,7 +85,7 @@ from ..device.select import (
 )
 from ..device.shared import record_path, stamp_phase
 from ..device.staging import packed_warp_slots, stage_selected
-from ..device.window import row_window, write_short_row
+from ..device.window import load_limit, row_window, write_short_row
 from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, STAMPS, RegisterConfig
 
 __all__ = ["RegisterTopK", "allocate_shared"]
@@ -164,15 +166,19 @@ class RegisterTopK:
         self._stamp(paths, "entry")
 
         n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift, fmt)
+        nvec = (lead + n) >> Int32(fmt.vec.bit_length() - 1)
+        # The row's vectors go out before any branch on its length: a decode row's are
+        # addressed within the logits width with ``early_loads``, so they do not wait for
+        # kv_lens.
+        raw = self._issue_vectors(base, load_limit(cfg.mode, logits, nvec, fmt, cfg.early_loads))
 
         if n <= k:
             write_short_row(cfg, out, values, base, lead, row, n, k)
             self._record(paths, row, Int32(Path.SHORT))
         else:
-            nvec = (lead + n) >> Int32(fmt.vec.bit_length() - 1)
             win = Window(base, lead, nvec, cutlass.max(nvec * fmt.vec - lead, Int32(0)), n)
             if (nvec >= 1) & (nvec <= cfg.threads * cfg.vecs):
-                self._held_row(sh, out, values, paths, win, row, k)
+                self._held_row(sh, out, values, paths, win, row, k, raw)
             else:
                 self._zero_shared(sh)
                 cute.arch.barrier()
@@ -193,7 +199,22 @@ class RegisterTopK:
             sh.ctl[tid] = Int32(0)
 
     @cute.jit
-    def _held_row(self, sh, out, values, paths, win, row: Int32, k: Int32):
+    def _issue_vectors(self, base, lim: Int32):
+        """Issue this thread's 16-byte loads (vector ``tid + j * threads``, predicated on being
+        below ``lim``: no other vector is read, so a window with no whole vector reads nothing),
+        all before any is used: the raw bits of each vector's scores (zeros where not read)."""
+        cfg = self.cfg
+        fmt = cfg.key_format
+        tid, _, _ = cute.arch.thread_idx()
+        raw = []
+        for j in cutlass.range_constexpr(cfg.vecs):
+            v = tid + j * cfg.threads
+            at = (base + Int64(v) * Int64(fmt.vec)).toint()
+            raw.append(vector_bits(load_vec4_if(at, Uint32(cutlass.select_(v < lim, 1, 0))), fmt))
+        return raw
+
+    @cute.jit
+    def _held_row(self, sh, out, values, paths, win, row: Int32, k: Int32, raw):
         cfg = self.cfg
         fmt = cfg.key_format
         vec = fmt.vec
@@ -203,15 +224,13 @@ class RegisterTopK:
         warp_id = tid // 32
         base, lead, nvec, tail_start, n = win
 
-        # ---- load: every vector and the tail in flight before any is used
-        raw = []
-        for j in cutlass.range_constexpr(cfg.vecs):
-            v = tid + j * threads
-            at = Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(vec)
-            raw.append(vector_bits(load_vec4(base + at), fmt))
+        # ---- load: the vectors are in flight (``raw``); warp 0 reads the tail scores, only
+        # where the row has any
         t_pos = tail_start + lane
         tail_ok = (warp_id == 0) & (t_pos < n)
-        tail_bits = load_score(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))), fmt)
+        tail_bits = Uint32(0)
+        if tail_ok:
+            tail_bits = load_score(base + (lead + t_pos), fmt)
         self._zero_shared(sh)
 
         p0 = tid * vec - lead
