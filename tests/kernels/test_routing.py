@@ -280,18 +280,26 @@ def test_register_family_where_it_is_measured_faster():
 
 def test_register_decode_rows_load_early_up_to_one_row_a_sm():
     s = H200.sm_count
-    for rows, n_env, k in ((1, 4096, 512), (s, 16384, 2048), (32, REGISTER_WIDE_N, 2048)):
+    # 128 registers a thread (threads * resident <= 512), decode, at most one row a SM.
+    for rows, n_env, k in ((1, 4096, 512), (32, 4096, 2048), (s, 2048, 512)):
         cfg = route_static(H200, rows=rows, n_env=n_env, k=k).config
         assert cfg.family == "register" and cfg.early_loads, (rows, n_env, k)
-    for rows, n_env in ((s + 1, 16384), (4 * s, 4096)):
-        cfg = route_static(H200, rows=rows, n_env=n_env, k=512).config
-        assert cfg.family == "register" and not cfg.early_loads
-        assert cfg.name.endswith("_lateloads")
-    # Prefill and full rows have no length to wait for: the flag stays at its default there.
-    for mode in ("prefill", "full"):
-        assert route_static(H200, rows=4 * s, n_env=4096, k=512, mode=mode).config.early_loads
-    assert "lateloads" not in RegisterConfig().name
-    assert RegisterConfig(early_loads=False).name != RegisterConfig().name
+        assert cfg.name.endswith("_early")
+    # 64 registers a thread (1024 x 4 at n = 16,384; 1024 x 8), past one row a SM, or rows
+    # with no length to wait for: the loads follow the window.
+    for rows, n_env, mode in ((s, 16384, "decode"), (32, REGISTER_WIDE_N, "decode"),
+                              (s + 1, 2048, "decode"), (4 * s, 4096, "decode"),
+                              (1, 4096, "prefill"), (1, 4096, "full")):  # fmt: skip
+        cfg = route_static(H200, rows=rows, n_env=n_env, k=512, mode=mode).config
+        assert cfg.family == "register" and not cfg.early_loads, (rows, n_env, mode)
+        assert "early" not in cfg.name
+    with pytest.raises(ValueError, match="early_loads"):
+        RegisterConfig(threads=1024, early_loads=True)
+    with pytest.raises(ValueError, match="early_loads"):
+        RegisterConfig(threads=512, mode="prefill", early_loads=True)
+    assert ClusterConfig(cluster=4, threads=512, vecs=2).early_loads
+    assert not ClusterConfig(cluster=4, threads=1024, vecs=2).early_loads
+    assert not ClusterConfig(cluster=4, threads=512, vecs=2, mode="full").early_loads
 
 
 def test_cluster_family_where_it_is_measured_faster():

@@ -319,7 +319,9 @@ def _register_core(
     reg = replace(
         reg,
         bracket=reg.vecs <= BRACKET_MAX_VECS and 4 * k <= n_env and fits,
-        early_loads=rows <= spec.sm_count or mode != "decode",
+        early_loads=mode == "decode"
+        and rows <= spec.sm_count
+        and reg.threads * reg.resident <= 512,
     )
     if dtype != "float32":
         reg = replace(reg, dtype=dtype, vecs=max(1, reg.vecs // 2))

@@ -83,6 +83,13 @@ class ClusterConfig:
         """The order-key format of the logits (``gvr_reference.keys.KeyFormat``)."""
         return key_format(self.dtype)
 
+    @property
+    def early_loads(self) -> bool:
+        """Whether decode rows issue their vector loads before their ``kv_lens`` entry
+        arrives (as ``RegisterConfig.early_loads``): decode configurations of 512-thread CTAs
+        (128 registers a thread); at 64 the hoisted loads cost stack."""
+        return self.mode == "decode" and self.threads <= 512
+
     def __post_init__(self) -> None:
         key_format(self.dtype)  # validates the name
         if self.mode not in MODES:

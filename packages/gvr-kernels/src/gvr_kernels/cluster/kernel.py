@@ -81,7 +81,7 @@ from ..device.cluster import (
 )
 from ..device.keys import KEY_MAX, format_key_of, order_key, vector_bits, widen_bits
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import load_score, load_vec4_if
+from ..device.memory import load_score, load_vec4, load_vec4_if
 from ..device.ops import DEVICE_OPS, umax, umin
 from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
@@ -180,9 +180,11 @@ class ClusterTopK:
 
         n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift, fmt)
         nvec = (lead + n) >> Int32(fmt.vec.bit_length() - 1)
-        # This CTA's vectors go out before any branch on the row's length: a decode row's
-        # are addressed within the logits width, so they do not wait for kv_lens.
-        raw = self._issue_vectors(base, load_limit(cfg.mode, logits, nvec, fmt), rank)
+        raw = None
+        if const_expr(cfg.early_loads):
+            # This CTA's vectors go out before any branch on the row's length, addressed
+            # within the logits width: they do not wait for kv_lens.
+            raw = self._issue_vectors(base, load_limit(cfg.mode, logits, nvec, fmt), rank)
 
         # Every CTA of the cluster sees the same window, so all take the same branch.
         if n <= k:
@@ -246,7 +248,7 @@ class ClusterTopK:
         tid, _, _ = cute.arch.thread_idx()
         base, lead, nvec, tail_start, n = win
         v0 = rank * (threads * cfg.vecs)
-        t_pos, tail_ok, tail_bits = self._load_tail(win, rank)
+        raw, t_pos, tail_ok, tail_bits = self._issue_loads(win, rank, raw)
         self._zero_shared(sh)
         # Release: this CTA runs and its words are zero before any remote write reaches it.
         cute.arch.cluster_arrive()
@@ -283,18 +285,32 @@ class ClusterTopK:
         return raw
 
     @cute.jit
-    def _load_tail(self, win, rank: Int32):
-        """On the last CTA's warp 0, the load of its tail score, only where the row has one.
-        Returns ``(tail position, whether this lane holds a tail score, its bits)``."""
+    def _issue_loads(self, win, rank: Int32, raw):
+        """This CTA's vectors (``raw``, already in flight with ``early_loads``; else issued
+        here, vector ``r V + tid + j * threads``, a missing one reading position 0 and
+        discarded) and, on the last CTA's warp 0, the tail scores, all before any is used.
+        Returns ``(the raw bits of each vector's scores, tail position, whether this lane
+        holds a tail score, its bits)``."""
         cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
         base, lead, nvec, tail_start, n = win
+        fmt = cfg.key_format
         t_pos = tail_start + cute.arch.lane_idx()
         tail_ok = (rank == cfg.cluster - 1) & (tid // 32 == 0) & (t_pos < n)
-        tail_bits = Uint32(0)
-        if tail_ok:
-            tail_bits = load_score(base + (lead + t_pos), cfg.key_format)
-        return t_pos, tail_ok, tail_bits
+        if const_expr(raw is None):
+            v0 = rank * (cfg.threads * cfg.vecs)
+            raw = []
+            for j in cutlass.range_constexpr(cfg.vecs):
+                v = v0 + tid + j * cfg.threads
+                at = Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(fmt.vec)
+                raw.append(vector_bits(load_vec4(base + at), fmt))
+            tail_bits = load_score(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))), fmt)
+        else:
+            # Only where the row has a tail: its address needs the length.
+            tail_bits = Uint32(0)
+            if tail_ok:
+                tail_bits = load_score(base + (lead + t_pos), fmt)
+        return raw, t_pos, tail_ok, tail_bits
 
     @cute.jit
     def _exchange(self, sh, rank: Int32, top: Uint32, sample_key: Uint32):
@@ -427,7 +443,7 @@ class ClusterTopK:
         base, lead, nvec, tail_start, n = win
         v0 = rank * (threads * cfg.vecs)
         # ---- load: the vectors are in flight (``raw``); the tail
-        t_pos, tail_ok, tail_bits = self._load_tail(win, rank)
+        raw, t_pos, tail_ok, tail_bits = self._issue_loads(win, rank, raw)
         self._zero_shared(sh)
         if tid == 0:
             self._init_barriers(sh)

@@ -64,11 +64,12 @@ class RegisterConfig:
             are held as raw bits, 8 per vector; the bracket bins their exact float32 widening
             and every radix selection works in the 16-bit key space.
         early_loads: decode rows issue their vector loads within the logits width before
-            their ``kv_lens`` entry arrives (``device.window.load_limit``): the length's read
-            and the row's overlap, at the cost of reading the CTA's whole capacity (capped by
-            the width) for a row shorter than it. False: the loads wait for the length and
-            read only the window (the router's choice past one row a SM, where the bytes of
-            rows shorter than the envelope would cost bandwidth).
+            their ``kv_lens`` entry arrives (``device.window.load_limit``), above the branches
+            on the row's length: the length's read and the row's overlap, at the cost of
+            reading the CTA's whole capacity (capped by the width) for a row shorter than it.
+            Decode configurations of 128 registers a thread only (``threads * resident <=
+            512``): at 64 the hoisted loads cost stack (the compile audit). False: the loads
+            wait for the length and read only the window.
     """
 
     mode: str = "decode"
@@ -83,7 +84,7 @@ class RegisterConfig:
     record_paths: bool = False
     stamp_phases: bool = False
     dtype: str = "float32"
-    early_loads: bool = True
+    early_loads: bool = False
 
     #: The family this configuration belongs to (``gvr_kernels.registry``).
     family = "register"
@@ -116,6 +117,12 @@ class RegisterConfig:
             raise ValueError(
                 f"capacity must be a multiple of 4 and >= max(threads, {self.max_k}), "
                 f"got {self.capacity}"
+            )
+        if self.early_loads and (self.mode != "decode" or self.threads * self.resident > 512):
+            raise ValueError(
+                "early_loads needs decode rows and 128 registers a thread (threads * resident "
+                f"<= 512), got mode={self.mode!r}, threads={self.threads}, "
+                f"resident={self.resident}"
             )
         if self.stamp_phases and self.record_paths:
             raise ValueError("stamp_phases and record_paths both write the paths tensor")
@@ -201,6 +208,6 @@ class RegisterConfig:
             parts.append("paths")
         if self.stamp_phases:
             parts.append("stamps")
-        if not self.early_loads:
-            parts.append("lateloads")
+        if self.early_loads:
+            parts.append("early")
         return "_".join(parts)

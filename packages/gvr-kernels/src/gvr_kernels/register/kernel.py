@@ -5,12 +5,12 @@ Per row (decisions and their CPU model: ``gvr_reference.register_model``):
 1. **Window** as in the streaming family; rows with ``n <= k`` write the identity then ``-1``.
 2. **Load.** Each thread issues its ``vecs`` 16-byte loads (vector ``tid + j * threads``) and
    warp 0 the tail scores (fewer than a vector's), all before any is used: the row is read
-   once, in one round trip. With ``early_loads`` a decode row's vectors are addressed within
-   the logits width (``device.window.load_limit``), so they go out before its ``kv_lens``
-   entry arrives. Slots outside the window hold ``-inf`` bits on the bracket path
-   and key 0 on the sampled path, which no selection range contains. Per-warp reductions of
-   the row's ends (and the sample count and crowd test) go to shared words; one barrier,
-   then every warp reduces the warps' words itself.
+   once, in one round trip. With ``early_loads`` (decode rows, 128 registers a thread) the
+   vectors are addressed within the logits width (``device.window.load_limit``) and go out
+   before the row's ``kv_lens`` entry arrives. Slots outside the window hold ``-inf`` bits
+   on the bracket path and key 0 on the sampled path, which no selection range contains.
+   Per-warp reductions of the row's ends (and the sample count and crowd test) go to shared
+   words; one barrier, then every warp reduces the warps' words itself.
 3. **Bracket** (configurations built with ``bracket=True``). The scores stay float32 bits.
    The row's largest score and the bracket's low key (the smallest of window positions
    ``[0, k)``, or the smallest per-thread maximum when that is higher and ``k`` threads hold
@@ -75,7 +75,7 @@ from ..device.bracket import (
 )
 from ..device.keys import KEY_MAX, format_key_of, order_key, vector_bits, widen_bits
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import load_score, load_vec4_if
+from ..device.memory import load_score, load_vec4, load_vec4_if
 from ..device.ops import DEVICE_OPS, umax
 from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import (
@@ -167,10 +167,11 @@ class RegisterTopK:
 
         n, lead, base = row_window(cfg.mode, logits, lens_a, lens_b, row, next_n, cr_shift, fmt)
         nvec = (lead + n) >> Int32(fmt.vec.bit_length() - 1)
-        # The row's vectors go out before any branch on its length: a decode row's are
-        # addressed within the logits width with ``early_loads``, so they do not wait for
-        # kv_lens.
-        raw = self._issue_vectors(base, load_limit(cfg.mode, logits, nvec, fmt, cfg.early_loads))
+        raw = None
+        if const_expr(cfg.early_loads):
+            # The row's vectors go out before any branch on its length, addressed within the
+            # logits width: they do not wait for kv_lens.
+            raw = self._issue_vectors(base, load_limit(cfg.mode, logits, nvec, fmt))
 
         if n <= k:
             write_short_row(cfg, out, values, base, lead, row, n, k)
@@ -224,13 +225,22 @@ class RegisterTopK:
         warp_id = tid // 32
         base, lead, nvec, tail_start, n = win
 
-        # ---- load: the vectors are in flight (``raw``); warp 0 reads the tail scores, only
-        # where the row has any
+        # ---- load: every vector and the tail in flight before any is used (with
+        # ``early_loads`` the vectors already are: ``raw``, and warp 0 reads the tail scores
+        # only where the row has any)
         t_pos = tail_start + lane
         tail_ok = (warp_id == 0) & (t_pos < n)
-        tail_bits = Uint32(0)
-        if tail_ok:
-            tail_bits = load_score(base + (lead + t_pos), fmt)
+        if const_expr(raw is None):
+            raw = []
+            for j in cutlass.range_constexpr(cfg.vecs):
+                v = tid + j * threads
+                at = Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(vec)
+                raw.append(vector_bits(load_vec4(base + at), fmt))
+            tail_bits = load_score(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))), fmt)
+        else:
+            tail_bits = Uint32(0)
+            if tail_ok:
+                tail_bits = load_score(base + (lead + t_pos), fmt)
         self._zero_shared(sh)
 
         p0 = tid * vec - lead
