@@ -64,6 +64,18 @@ def register_configs() -> list:
             replace(base, with_values=True, deterministic=True),
         ):
             out[cfg] = None
+    # the loads before the length (early_loads: tests, and tools/sanitize_register.py)
+    for threads, vecs in tests:
+        if threads <= 512:
+            for base in (
+                RegisterConfig(threads=threads, vecs=vecs, early_loads=True),
+                RegisterConfig(threads=threads, vecs=vecs, early_loads=True, capacity=2048),
+            ):
+                out[base] = None
+                out[replace(base, bracket=False)] = None
+                out[replace(base, record_paths=True)] = None
+                out[replace(base, record_paths=True, bracket=False)] = None
+                out[replace(base, with_values=True, deterministic=True)] = None
     # tools/sanitize_register.py: the bracket paths past a small staging, the bulk shapes.
     small = RegisterConfig(threads=512, vecs=4, capacity=2048)
     out[small] = None

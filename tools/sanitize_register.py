@@ -6,8 +6,9 @@
 Covers one-vector and eight-vector CTAs, the bulk shapes (four 256-thread CTAs per SM),
 sampled rows (the rung), underestimated rungs, short and unsampled rows, rows longer than the
 registers (the whole-row selection from memory), values and the deterministic tie mode,
-prefill windows, and every bracket path (the crossing bin taken whole, ranked, narrowed from
-the staging, or from the registers past the capacity).
+prefill windows, every bracket path (the crossing bin taken whole, ranked, narrowed from the
+staging, or from the registers past the capacity), and loads issued before the length
+(``early_loads``) where the shape allows them.
 Exit status 1 on an inexact row.
 """
 
@@ -54,9 +55,12 @@ def main() -> int:
         x[1, :] = 0.5  # one tie class
         x[2, ::7] = 1e6  # a rung far above the K-th key
         kv = torch.tensor([cap, cap, cap, k, 4 * k, width], dtype=torch.int32, device="cuda")
-        for values, det in ((False, False), (True, True)):
+        modes = [(False, False, False), (True, True, False)]
+        if threads * kw.get("resident", 1) <= 512:  # the loads before the length
+            modes.append((True, True, True))
+        for values, det, early in modes:
             cfg = RegisterConfig(threads=threads, vecs=vecs, with_values=values,
-                                 deterministic=det, **kw)  # fmt: skip
+                                 deterministic=det, early_loads=early, **kw)  # fmt: skip
             bad += decode_inexact(kp, cfg, x, kv, k)
         s = torch.tensor([0, 1, 3, 5], dtype=torch.int32, device="cuda")
         e = torch.tensor([cap, cap - 2, cap // 2, 9], dtype=torch.int32, device="cuda")
@@ -89,9 +93,13 @@ def bracket_rows(kp, g) -> int:
     kv = torch.tensor([cap, cap - 3, cap, cap, cap, 300], dtype=torch.int32, device="cuda")
     bad = 0
     for k in (512, 2048):
-        for values, det in ((False, False), (True, True)):
+        for values, det, early in (
+            (False, False, False),
+            (True, True, False),
+            (False, False, True),
+        ):
             cfg = RegisterConfig(threads=threads, vecs=vecs, capacity=2048, with_values=values,
-                                 deterministic=det)  # fmt: skip
+                                 deterministic=det, early_loads=early)  # fmt: skip
             bad += decode_inexact(kp, cfg, x, kv, k)
     return bad
 

@@ -55,6 +55,12 @@ FORCED = [
     for d in DTYPES16
     for s, b in (((512, 2), True), ((1024, 4), True), ((1024, 2), False))
 ]
+#: The forced-path cases that may load early (``RegisterConfig.early_loads``).
+FORCED_EARLY = [
+    ((512, 4), "float32", True),
+    ((512, 8), "float32", False),
+    ((512, 2), "bfloat16", True),
+]
 #: (shape, dtype) of the bracket tests.
 BRACKET_CASES = [(s, "float32") for s in SHAPES] + [(s, d) for d in DTYPES16 for s in SHAPES16]
 
@@ -132,6 +138,39 @@ def test_mtp_and_compression(kp, shape):
         kv = torch.from_numpy(batch.kv_lens).cuda()
         out, _, _, _ = launch(kp, config(*shape), "decode", logits, kv, None, k, next_n=nn, cr=cr)
         check(batch, out)
+
+
+#: The shapes that may load early (``RegisterConfig.early_loads``: 128 registers a thread).
+EARLY = [(256, 1), (512, 2), (512, 4), (512, 8)]
+
+
+@pytest.mark.parametrize("shape", EARLY, ids=[f"t{t}v{v}" for t, v in EARLY])
+@pytest.mark.parametrize("k", [512, 2048])
+def test_early_loads_exact(kp, shape, k):
+    """Loads issued before the length (``early_loads``): every value family at lengths from 0
+    to past the registers, in logits wider than the CTA's capacity (the loads stop at it),
+    narrower (they stop at the width; the padding past it holds poison) and with next_n and
+    compress_ratio; with and without the bracket path."""
+    cap = 4 * shape[0] * shape[1]
+    cases = [(cap + 37, 1, 1), (cap // 2 + 5, 1, 1), (cap - 3, 3, 4)]
+    for c, (width, nn, cr) in enumerate(cases):
+        for i, family in enumerate(FAMILIES):
+            batch = make_decode_batch(
+                rng(10, k, *shape, c, i),
+                batch=24,
+                next_n=nn,
+                compress_ratio=cr,
+                k=k,
+                width=width,
+                row_stride=stride_of(width) + 8,
+                family=family,
+                lengths="ragged" if i % 2 else "edge",
+            )
+            logits = to_device(batch)
+            kv = torch.from_numpy(batch.kv_lens).cuda()
+            cfg = config(*shape, bracket=bool(i % 3), early_loads=True)
+            out, _, _, _ = launch(kp, cfg, "decode", logits, kv, None, k, next_n=nn, cr=cr)
+            check(batch, out)
 
 
 @pytest.mark.parametrize("det", [False, True])
@@ -251,6 +290,21 @@ def test_forced_paths_match_the_model(kp, case):
     """Rows built to reach every path (:func:`forced_rows`); the kernel's recorded path equals
     the CPU model's and every answer is exact. A configuration without the bracket takes the
     sampled paths on the same rows."""
+    forced_paths(kp, case, early=False)
+
+
+@pytest.mark.parametrize(
+    "case",
+    FORCED_EARLY,
+    ids=[f"t{t}v{v}-{d}" + ("" if b else "-sampled") for (t, v), d, b in FORCED_EARLY],
+)
+def test_forced_paths_with_early_loads(kp, case):
+    """:func:`test_forced_paths_match_the_model` with the loads issued before the length
+    (``early_loads``): the same paths and answers."""
+    forced_paths(kp, case, early=True)
+
+
+def forced_paths(kp, case, early):
     (threads, vecs), dtype, bracket = case
     k = 512
     x, kv, params = forced_rows(rng(6, threads, vecs, SALT[dtype]), threads, vecs, dtype, k)
@@ -259,7 +313,7 @@ def test_forced_paths_match_the_model(kp, case):
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(b)])
     logits = helpers.device_scores(x, dtype)
-    cfg = config(threads, vecs, capacity=2048, dtype=dtype, bracket=bracket)
+    cfg = config(threads, vecs, capacity=2048, dtype=dtype, bracket=bracket, early_loads=early)
     out, _, paths, _ = launch(
         kp, cfg, "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True
     )
