@@ -16,7 +16,15 @@ from gvr_reference.register_model import BRACKET_BINS, RegisterParams
 
 from ..family import layout_bytes
 
-__all__ = ["RegisterConfig", "MODES", "HIST_BINS", "CTL_WORDS", "SMEM_ALIGN", "STAMPS"]
+__all__ = [
+    "RegisterConfig",
+    "MODES",
+    "HIST_BINS",
+    "CTL_WORDS",
+    "SMEM_ALIGN",
+    "STAMPS",
+    "STAGED_UNSAMPLED_SLOTS",
+]
 
 MODES = ("decode", "prefill", "full")
 #: Histogram words: the bracket histogram's bins (the radix levels use the first 256).
@@ -24,6 +32,13 @@ HIST_BINS = BRACKET_BINS
 CTL_WORDS = 20
 #: Byte alignment of every shared-memory array.
 SMEM_ALIGN = 16
+#: Register slots a thread (scores held) from which an unsampled row (at most ``2 aim``
+#: scores) is staged before its selection, so each radix level walks the few staged keys a
+#: thread instead of every slot: 1024 x 8 CTAs (32 slots) ran the real rows' b = 8,
+#: n = 32,768, K = 2048 batch in 21.1 us when its 8,192-score row was unsampled, against
+#: 13.6 us for a batch whose rows all staged (``bench_real_early_loads.json``, one run);
+#: the staged unsampled row itself is not yet measured.
+STAGED_UNSAMPLED_SLOTS = 16
 #: The phase boundaries a ``stamp_phases`` kernel stamps, in the order of their words (of
 #: ``family.STAMP_WORDS`` a CTA): kernel entry; the row loaded (the held scores' bits or keys
 #: and the thread's reductions computed, which waits for the loads); the CTA's reductions

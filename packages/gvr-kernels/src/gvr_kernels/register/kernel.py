@@ -45,7 +45,8 @@ Barriers on the critical path: a bracket row 1 (the ends, shared words zeroed me
 for its key range, 2 per level and 2 for the emission when narrowed, more for the
 deterministic tie narrowing); a sampled row 1 + 2 per rung level + 1 (staging) + 2 per
 selection level + 1 (cursors zeroed) + 1 (emission done); a row of ``n <= 2 aim`` skips the
-rung and the staging.
+rung, and the staging too where a thread holds fewer than ``STAGED_UNSAMPLED_SLOTS`` scores
+(else it is staged whole, + 1, and selected from the staging when it fits).
 """
 
 from __future__ import annotations
@@ -86,7 +87,14 @@ from ..device.select import (
 from ..device.shared import record_path, stamp_phase
 from ..device.staging import packed_warp_slots, stage_selected
 from ..device.window import load_limit, row_window, write_short_row
-from .config import CTL_WORDS, HIST_BINS, SMEM_ALIGN, STAMPS, RegisterConfig
+from .config import (
+    CTL_WORDS,
+    HIST_BINS,
+    SMEM_ALIGN,
+    STAGED_UNSAMPLED_SLOTS,
+    STAMPS,
+    RegisterConfig,
+)
 
 __all__ = ["RegisterTopK", "allocate_shared"]
 
@@ -537,6 +545,26 @@ class RegisterTopK:
                 )  # fmt: skip
             else:
                 code = Int32(Path.RESCUE_UNDERESTIMATE)
+                self._select_registers(sh, regs, win, out, values, row, k, Uint32(1), max_key)
+        elif const_expr(len(keys) >= STAGED_UNSAMPLED_SLOTS):
+            # An unsampled row (at most 2 aim scores) of a CTA with many register slots a
+            # thread: its keys are staged (a few a thread) and the radix levels walk the
+            # staging instead of every slot at each level; a row longer than the staging
+            # selects from the registers (the same answer and path either way).
+            stage_selected(
+                cfg.capacity,
+                sh,
+                [(keys[i], regs.pos(i, cfg), keys[i] >= Uint32(1)) for i in range(len(keys))],
+                keys_given=True,
+            )
+            cute.arch.barrier()
+            count = sh.ctl[Ctl.CNT]
+            if count <= cfg.capacity:
+                select_and_emit(
+                    cfg, sh, win, Source.STAGE, out, values, row, k, Uint32(1), max_key, count,
+                    values_from=win,
+                )  # fmt: skip
+            else:
                 self._select_registers(sh, regs, win, out, values, row, k, Uint32(1), max_key)
         else:
             self._select_registers(sh, regs, win, out, values, row, k, Uint32(1), max_key)
