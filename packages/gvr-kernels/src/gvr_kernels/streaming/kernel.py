@@ -1043,8 +1043,9 @@ class StreamingTopK:
            cursor, one remote atomic a warp). The bin's survivors (every survivor of any
            other row of at most ``capacity``) go to the leader's staging: the other CTAs
            send theirs to its top, slot ``capacity - 1 - s`` for the ``s``-th sent, while
-           the leader packs its own at the bottom, ``c0`` of them; a row of more survivors
-           takes no step (the leader selects from the row).
+           the leader packs its own bin's at the bottom (keeping every survivor, its own
+           already are), ``c0`` of them; a row of more survivors takes no step (the leader
+           selects from the row).
         3. One cluster barrier: every send has landed; the other CTAs are done. The leader
            moves the ``R`` entries it received down to follow its own (``ctl[CNT] = c0 + R``,
            the largest key in ``ctl[MAXKEY]``).
@@ -1139,11 +1140,19 @@ class StreamingTopK:
                     up_l.append((bits, pos, up))
                     send_l.append((bits, pos, send))
                 if is_leader:
-                    self._share(sh, ea, cursors, up_l, [], leader)
-                    cute.arch.barrier()  # (every entry of the round read before it packs)
-                    top = cutlass.max(top, self._pack(sh, send_l))
+                    if staged_bin:
+                        self._share(sh, ea, cursors, up_l, [], leader)
+                        cute.arch.barrier()  # (every entry of the round read before it packs)
+                        top = cutlass.max(top, self._pack(sh, send_l))
+                    else:  # (it keeps every entry, where it is)
+                        for bits, _pos, send in send_l:
+                            key = order_key(bits, fmt)
+                            top = cutlass.max(top, Uint32(cutlass.select_(send, key, Uint32(0))))
                 else:
                     self._share(sh, ea, cursors, up_l, send_l, leader)
+        if is_leader & send_all:
+            if tid == 0:
+                ctl[Ctl.XOWN] = kept
         # Every send has landed; no CTA touches another's shared memory after this.
         cluster_sync()
         finish = is_leader
@@ -1168,12 +1177,15 @@ class StreamingTopK:
                         sh.stage_bits[own + u] = bits
                         sh.stage_idx[own + u] = pos
                         top = cutlass.max(top, order_key(bits, fmt))
+            # (the staged count; with every survivor staged it is the row's total, where a
+            # workspace split's last CTA leaves its own pass count: no reader follows)
             if tid == 0:
                 ctl[Ctl.CNT] = own + got
                 ctl[Ctl.MAXKEY] = Int32(0)
             cute.arch.barrier()
-            max_ptr = cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
-            cute.arch.atomic_max(max_ptr, top)
+            top = Uint32(cute.arch.warp_redux_sync(top, "umax"))
+            if cute.arch.lane_idx() == 0:
+                cute.arch.atomic_max(cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32), top)
             cute.arch.barrier()
         self._stamp(paths, "gather")
         return total, finish, staged_bin, above, bin_lo
