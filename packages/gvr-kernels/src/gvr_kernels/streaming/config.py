@@ -78,7 +78,10 @@ SKIP_MASK_WORDS = MASK_BLOCKS // 32
 #: last CTA and its crossing bin found; the slab gathered by the last CTA (meeting on the
 #: bins: the keys above the crossing bin emitted and the bin's keys staged); and the row
 #: finished (selection and emission) by the CTA that finishes it. A row that does not meet
-#: on its bins leaves ``hist`` and ``cross`` unstamped.
+#: on its bins leaves ``hist`` and ``cross`` unstamped. A cluster split (``cluster``) stamps
+#: ``reserve`` (its survivor bins counted), ``publish`` (the counts summed across the cluster:
+#: the first cluster barrier), ``cross`` and ``gather`` (the second cluster barrier and the
+#: leader's move), and no ``arrive`` or ``hist``.
 STAMPS = (
     "entry",
     "window",
