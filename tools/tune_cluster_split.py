@@ -14,7 +14,8 @@ most the SMs and at most what the device schedules. Each configuration is export
 time (in parallel), then launched directly (``gvr_kernels.abi.KernelArgs``); one CUDA-event
 median of 40 launches per cell, the L2 flushed before each, after a short bf16 matmul warm-up.
 Every timed launch's answer is checked first (the selected values equal ``torch.topk``'s over
-each row's window, as multisets): ``INEXACT`` marks a cell that is not.
+each row's window, as multisets): ``INEXACT`` marks a cell that is not. Each line ends with the
+fastest cluster split and its time over the routed launch's.
 """
 
 from __future__ import annotations
@@ -79,9 +80,14 @@ def main() -> None:
                 continue
             kv = torch.from_numpy(lens.astype(np.int32)).cuda()
             line = [f"n={w} b={b} k={k} {name:7s} | routed {vs[0][1].name} p{vs[0][2]}"]
+            times = {}
             for label, cfg, parts in vs:
                 t, ok = run(cfg, parts, lg, kv, k)
+                times[label] = t
                 line.append(f"{label} {t:.1f}{'' if ok else ' INEXACT'}")
+            # the fastest cluster split against the routed launch
+            best = min((t, lb) for lb, t in times.items() if lb.startswith("x"))
+            line.append(f"best {best[1]} {best[0] / times['routed']:.2f}x routed")
             print(" | ".join(line), flush=True)
 
 
