@@ -380,6 +380,26 @@ def decode_args(kp, logits, kv, out, k, parts=1, block_max=None):
     )  # fmt: skip
 
 
+def timed_exact(kp, cfg, parts, logits, kv, k, flush, reps=40):
+    """A direct decode launch of ``cfg`` (``kp``'s kernel, ``parts`` its argument) checked
+    first (each row's selected values equal ``torch.topk``'s over its window, as multisets; a
+    row of ``n <= k`` scores the identity), then timed (:func:`timeit`): ``(us, exact)``."""
+    f = kp.get(cfg)
+    out = torch.empty((logits.shape[0], k), dtype=torch.int32, device="cuda")
+    args = decode_args(kp, logits, kv, out, k, parts)
+    f(*args)
+    torch.cuda.synchronize()
+    ok = True
+    for r, n in enumerate(kv.tolist()):
+        if n <= k:
+            ok &= bool(torch.equal(out[r, :n].cpu(), torch.arange(n, dtype=torch.int32)))
+            continue
+        got = torch.sort(logits[r, :n][out[r].long()]).values
+        want = torch.sort(torch.topk(logits[r, :n], k).values).values
+        ok &= bool(torch.equal(got, want))
+    return timeit(lambda: f(*args), flush, reps), ok
+
+
 def timeit(fn, flush, reps=20):
     times = []
     for _ in range(reps):

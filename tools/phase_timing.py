@@ -13,8 +13,9 @@ from dataclasses import replace
 import numpy as np
 
 
-def cell_args(default_ns: str) -> argparse.Namespace:
-    """The tools' command line: ``--ns``, ``--ks``, ``--batches``, ``--reps``."""
+def cell_args(default_ns: str, extra: Callable | None = None) -> argparse.Namespace:
+    """The tools' command line: ``--ns``, ``--ks``, ``--batches``, ``--reps``, and what
+    ``extra(parser)`` adds."""
     import __main__
 
     ap = argparse.ArgumentParser(description=(__main__.__doc__ or "").split("\n\n")[0])
@@ -22,6 +23,8 @@ def cell_args(default_ns: str) -> argparse.Namespace:
     ap.add_argument("--ks", default="512,1024,2048")
     ap.add_argument("--batches", default="1")
     ap.add_argument("--reps", type=int, default=30)
+    if extra is not None:
+        extra(ap)
     return ap.parse_args()
 
 
@@ -31,11 +34,13 @@ def time_phases(
     read: Callable,
     names: tuple[str, ...],
     families: tuple[str, ...] | None = None,
+    route_of: Callable | None = None,
 ) -> None:
     """Run every cell of ``args``. ``skip(route)``: why the route is not one the tool reads
     (None to read it); ``read(stamps, route)``: a launch's phases (ns) from its stamps
     (int64 ``[grid, STAMP_WORDS]``), or None; ``names``: the phases printed, in order;
-    ``families``: the families the router may pick (``route_static``'s argument; None: all)."""
+    ``families``: the families the router may pick (``route_static``'s argument; None: all);
+    ``route_of(spec, rows, n, k)``: the route of a cell instead of the router's."""
     import torch
     from device_streaming import timeit, timing_setup
     from gvr_kernels.abi import KernelArgs
@@ -52,7 +57,10 @@ def time_phases(
         for n in map(int, args.ns.split(",")):
             for k in map(int, args.ks.split(",")):
                 kw = {} if families is None else {"families": families}
-                route = route_static(spec, rows=b, n_env=n, k=k, **kw)
+                if route_of is None:
+                    route = route_static(spec, rows=b, n_env=n, k=k, **kw)
+                else:
+                    route = route_of(spec, b, n, k)
                 cfg = route.config
                 why = skip(route)
                 if why is not None:

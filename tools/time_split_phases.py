@@ -2,6 +2,7 @@
 
     python3 tools/time_split_phases.py                       # b = 1, n = 131,072 / 262,144
     python3 tools/time_split_phases.py --ns 262144 --ks 512 --batches 1,8
+    python3 tools/time_split_phases.py --ns 65536 --batches 64 --cluster 2   # a cluster split
 
 Each cell is routed as the dispatcher routes a decode call (``gvr_kernels.routing.route_static``)
 and must land on a split streaming configuration. That configuration is compiled twice: as
@@ -9,7 +10,9 @@ routed, and with ``stamp_phases`` (thread 0 of every CTA stamps ``%globaltimer``
 boundaries of ``gvr_kernels.streaming.config.STAMPS``; the stamps change no result). For each
 of 30 launches, the L2 flushed before each, the tool takes the CTA that finished row 0 and
 reads its phases, from the first CTA's entry (the launch's ``entry`` skew) to its finish. It
-also takes the last arrival of the other CTAs (``others``). Medians, in microseconds, beside
+also takes the last arrival of the other CTAs (``others``; a cluster split, ``--cluster``, has no
+arrival: its ``reserve`` / ``publish`` / ``cross`` / ``gather`` are the cluster meeting's own
+boundaries, ``StreamingTopK._cluster_meet``). Medians, in microseconds, beside
 the event time of the routed kernel (CUDA events, median of 40). The stamped answer is checked
 against ``torch.topk`` (the selected values as multisets), on gaussian float32 rows.
 """
@@ -65,8 +68,23 @@ def main() -> None:
         parts = route.grid // (route.grid - route.parts) if route.config.ragged else route.parts
         return phases(stamps, route.grid, parts)
 
+    def extra(ap):
+        ap.add_argument(
+            "--cluster", type=int, default=0,
+            help="time the cluster split of this many CTAs a row "
+            "(gvr_kernels.routing.cluster_split_route) instead of the routed launch",
+        )  # fmt: skip
+
+    args = cell_args("131072,262144", extra)
+    route_of = None
+    if args.cluster:
+        from gvr_kernels.routing import cluster_split_route
+
+        def route_of(spec, rows, n, k):
+            return cluster_split_route(spec, rows=rows, n_env=n, k=k, cluster=args.cluster)
+
     names = ("entry",) + STAMPS[1:] + ("others", "total")
-    time_phases(cell_args("131072,262144"), skip, read, names)
+    time_phases(args, skip, read, names, route_of=route_of)
 
 
 if __name__ == "__main__":

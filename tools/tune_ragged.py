@@ -62,7 +62,7 @@ def main() -> None:
     import numpy as np
     import torch
     from bench_topk import ragged_lengths
-    from device_streaming import decode_args, timeit, timing_setup
+    from device_streaming import timed_exact, timing_setup
     from gvr_kernels.testing import KernelProvider
 
     kp = KernelProvider(aot)
@@ -73,20 +73,7 @@ def main() -> None:
     flush = timing_setup()
 
     def run(cfg, parts, lg, kv, k):
-        f = kp.get(cfg)
-        out = torch.empty((lg.shape[0], k), dtype=torch.int32, device="cuda")
-        args = decode_args(kp, lg, kv, out, k, parts)
-        f(*args)
-        torch.cuda.synchronize()
-        ok = True
-        for r, n in enumerate(kv.tolist()):
-            if n <= k:
-                ok &= bool(torch.equal(out[r, :n].cpu(), torch.arange(n, dtype=torch.int32)))
-                continue
-            got = torch.sort(lg[r, :n][out[r].long()]).values
-            want = torch.sort(torch.topk(lg[r, :n], k).values).values
-            ok &= bool(torch.equal(got, want))
-        return timeit(lambda: f(*args), flush, 40), ok
+        return timed_exact(kp, cfg, parts, lg, kv, k, flush)
 
     print(f"# tools/tune_ragged.py on {torch.cuda.get_device_name()}: raw kernel times (us)")
     for w, b, k in cells:

@@ -35,6 +35,35 @@ CASES = [(cfg, arch) for arch, spec in COMPILE_TARGETS.items() for cfg in routab
 FIRST_TARGET = "sm_90a"
 
 
+def _unrouted() -> list:
+    """Configurations no route chooses yet that the device tests and tools launch: the
+    cluster splits (``gvr_kernels.routing.cluster_split_route``) of every cluster size, their
+    path-recording, value, tie-mode, prefill and 16-bit variants."""
+    from dataclasses import replace
+
+    from gvr_kernels.routing import cluster_split_route
+
+    spec = COMPILE_TARGETS[FIRST_TARGET]
+    out = {}
+    for cluster, n in ((2, 65536), (4, 65536), (8, 262144), (16, 262144)):
+        r = cluster_split_route(spec, rows=4, n_env=n, k=2048, cluster=cluster)
+        out[r.config] = None
+        out[replace(r.config, record_paths=True)] = None
+    r = cluster_split_route(spec, rows=4, n_env=60000, k=2048, cluster=2)
+    out[replace(r.config, with_values=True, deterministic=True)] = None
+    r = cluster_split_route(
+        spec, rows=4, n_env=60000, k=2048, cluster=4, mode="prefill", with_values=True
+    )
+    out[r.config] = None
+    out[replace(r.config, deterministic=True)] = None
+    r = cluster_split_route(spec, rows=4, n_env=65536, k=512, cluster=4, dtype="bfloat16")
+    out[r.config] = None
+    return list(out)
+
+
+UNROUTED = _unrouted()
+
+
 def _full_audit_only(cfg, arch) -> bool:
     return arch != FIRST_TARGET
 
@@ -46,6 +75,15 @@ AUDIT_PARAMS = [
         marks=[pytest.mark.slow] if _full_audit_only(cfg, arch) else [],
     )
     for cfg, arch in CASES
+] + [
+    pytest.param(
+        (cfg, arch),
+        id=f"{arch}-{cfg.name}",
+        marks=[pytest.mark.slow] if _full_audit_only(cfg, arch) else [],
+    )
+    for arch, spec in COMPILE_TARGETS.items()
+    for cfg in UNROUTED
+    if family_of(cfg).can_implement(cfg, spec)  # (16-CTA clusters where the device has them)
 ]
 
 
@@ -160,6 +198,7 @@ def test_declared_shared_memory_is_what_the_kernel_allocates(tmp_path):
     cfgs = list(dict.fromkeys(c for c, _ in CASES if not c.with_values and not c.deterministic))
     cfgs = [c for c in cfgs if c.mode == "decode"]
     cfgs.append(StreamingConfig(threads=256, capacity=1000, sample_max=1024))
+    cfgs += [c for c in UNROUTED if c.mode == "decode" and not c.record_paths]
     fields = [[c.family, asdict(c)] for c in cfgs]
     env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx")
     probe = os.path.join(os.path.dirname(__file__), "shared_probe.py")

@@ -27,6 +27,7 @@ from gvr_kernels.routing import (
     REGISTER_WIDE_N,
     SMALL_ROW_N,
     SPLIT_MIN_N,
+    cluster_split_route,
     max_workspace_words,
     route_dynamic,
     route_static,
@@ -620,3 +621,51 @@ def test_bracket_scratch_words_precede_the_histogram():
         assert off[hist] - off["wsum"] == 4 * 32, cfg.name
         seen.add(type(cfg))
     assert seen == {RegisterConfig, ClusterConfig}
+
+
+def test_cluster_split_configurations_and_routes():
+    """A cluster split (``StreamingConfig.cluster``) is a static split whose row is one
+    thread-block cluster: no workspace, the split core's staging and ladder (so the CPU model
+    of a split of the same capacity predicts its paths), the grid ``rows * cluster``; the
+    router does not choose it."""
+    from gvr_kernels.registry import family_of
+    from gvr_kernels.streaming.config import CLUSTER_SIZES, HIST_BINS
+
+    for bad in (dict(cluster=4), dict(cluster=4, split=True, ragged=True)):
+        with pytest.raises(ValueError, match="cluster"):
+            StreamingConfig(**bad)
+    with pytest.raises(ValueError, match="cluster"):
+        StreamingConfig(split=True, cluster=3)
+    with pytest.raises(TypeError, match="cluster"):
+        StreamingConfig(split=True, cluster=True)
+    with pytest.raises(ValueError, match="cluster"):
+        StreamingConfig(split=True, cluster=2, block_skip=True)
+    split = route_static(H200, rows=8, n_env=262144, k=2048).config
+    assert split.split and not split.cluster
+    for cluster in CLUSTER_SIZES:
+        r = cluster_split_route(H200, rows=8, n_env=131072, k=2048, cluster=cluster)
+        c = r.config
+        assert (r.parts, r.grid, r.workspace_words) == (cluster, 8 * cluster, 0)
+        assert c.cluster == cluster and c.split and not c.ragged and f"_x{cluster}_" in c.name
+        assert c.workspace_words_per_row == 0
+        assert c.ladder == split.ladder and c.max_k == 2048
+        # the split core's arrays, the cluster's histogram and its meeting words
+        assert [a for a in c.shared_layout() if a[0] not in ("mhist", "ctl")] == [
+            a for a in split.shared_layout() if a[0] != "ctl"
+        ]
+        assert ("mhist", "i32", HIST_BINS) in c.shared_layout()
+        assert split.smem_bytes < c.smem_bytes <= H200.smem_per_block
+        assert family_of(c).can_implement(c, H200)
+        need = 131072 // 4 // cluster // 1024  # vectors a thread at the envelope
+        assert c.preload == (need if need <= PRELOAD_MAX else 0)
+    small = DeviceSpec("eight", "sm_90a", 132, 232448, 233472, 8, 50 * 1024 * 1024)
+    assert not family_of(replace(c, cluster=16)).can_implement(replace(c, cluster=16), small)
+    with pytest.raises(ValueError, match="cluster"):
+        cluster_split_route(small, rows=1, n_env=262144, k=512, cluster=16)
+    with pytest.raises(ValueError, match="k must be"):
+        cluster_split_route(H200, rows=1, n_env=262144, k=4096, cluster=4)
+    half = cluster_split_route(H200, rows=2, n_env=65536, k=512, cluster=4, dtype="bfloat16")
+    assert half.config.dtype == "bfloat16" and half.config.preload == 0
+    # never chosen by the router
+    for cfg in routed_configs(H200):
+        assert getattr(cfg, "cluster", 0) == 0 or cfg.family == "cluster"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import kernel_helpers as helpers
 import numpy as np
 import pytest
-from gvr_kernels.routing import RAGGED_BULK_MAX_ROWS, route_static
+from gvr_kernels.routing import RAGGED_BULK_MAX_ROWS, cluster_split_route, route_static
 from gvr_reference import validate
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import ModelConfig, Path, sample_positions, simulate_row, split_bins
@@ -176,24 +176,28 @@ def _sampled_positions(n, k, params):
     return sample_positions(plan, 4), plan
 
 
-@pytest.mark.parametrize("split", [False, True, "bulk"])
+@pytest.mark.parametrize("split", [False, True, "bulk", "cluster"])
 def test_forced_paths_match_the_model(kp, split):
     """Rows built to reach every path; the kernel's recorded path equals the CPU model's and
     every answer is exact. ``split``: one CTA a row (more rows than a ragged split of many
-    rows takes), a static split, or a ragged split of many rows (``"bulk"``), where the long
-    rows meet in pairs beside rows of one CTA."""
+    rows takes), a static split, a ragged split of many rows (``"bulk"``), where the long
+    rows meet in pairs beside rows of one CTA, or a cluster split (``"cluster"``: four CTAs
+    a row meeting through DSMEM, the paths of a static split)."""
     k, n = 2048, 131076
-    b = {False: RAGGED_BULK_MAX_ROWS + 88, True: 9, "bulk": 140}[split]
-    route = route_static(kp.spec, rows=b, n_env=n, k=k)
+    b = {False: RAGGED_BULK_MAX_ROWS + 88, True: 9, "bulk": 140, "cluster": 9}[split]
+    if split == "cluster":
+        route = cluster_split_route(kp.spec, rows=b, n_env=n, k=k, cluster=4)
+    else:
+        route = route_static(kp.spec, rows=b, n_env=n, k=k)
     assert (route.parts > 1) == bool(split)
     assert route.config.ragged == (split == "bulk")
-    g = rng(7, [False, True, "bulk"].index(split))
+    g = rng(7, [False, True, "bulk", "cluster"].index(split))
     x = g.standard_normal((b, n)).astype(np.float32)
     pos, plan = _sampled_positions(n, k, route.ladder)
     kv = np.full(b, n, np.int32)
     free = np.setdiff1d(np.arange(n), pos)
     for r in range(b):
-        kind = r % (9 if split is True else 10)
+        kind = r % (9 if split in (True, "cluster") else 10)
         if kind == 1:  # the top sample ranks are huge: the first rung is too high
             x[r, pos[: plan.j1]] = 1000.0 + np.arange(plan.j1, dtype=np.float32)
         elif kind == 2:  # every sampled score is huge: no rung reaches k survivors
@@ -374,17 +378,24 @@ def test_split_workspace_counters_are_restored(kp):
         check(batch, out)
 
 
-@pytest.mark.parametrize("rows", [4, 32])
+@pytest.mark.parametrize("rows", [4, 32, "x8"])
 @pytest.mark.parametrize("det", [False, True])
 @pytest.mark.parametrize("k", [1024, 2048])
 def test_split_rows_meet_on_survivor_bins(kp, rows, k, det):
-    """Split rows (static at 4 rows, ragged at 32) that meet on their survivor bins
-    (``gvr_reference.model.split_bins``), with the crossing bin in the middle of the bins, in
-    the saturated top bin (more than ``k`` keys planted above the sample's largest, where the
-    sample does not look), holding a tie class the top ``k`` cuts (the deterministic mode's
-    smallest indices), and on rows of negative scores; with values, every answer exact."""
+    """Split rows (static at 4 rows, ragged at 32, or 4 rows on clusters of eight CTAs:
+    ``"x8"``) that meet on their survivor bins (``gvr_reference.model.split_bins``), with the
+    crossing bin in the middle of the bins, in the saturated top bin (more than ``k`` keys
+    planted above the sample's largest, where the sample does not look), holding a tie class
+    the top ``k`` cuts (the deterministic mode's smallest indices), and on rows of negative
+    scores; with values, every answer exact."""
     n = 200003
-    route = route_static(kp.spec, rows=rows, n_env=n, k=k, with_values=True, deterministic=det)
+    if rows == "x8":
+        rows = 4
+        route = cluster_split_route(
+            kp.spec, rows=rows, n_env=n, k=k, cluster=8, with_values=True, deterministic=det
+        )
+    else:
+        route = route_static(kp.spec, rows=rows, n_env=n, k=k, with_values=True, deterministic=det)
     assert route.parts > 1 and route.config.ragged == (rows >= 32)
     batch = make_decode_batch(
         rng(10, rows, k, det), batch=rows, k=k, width=n, row_stride=padded_stride(n),
@@ -420,8 +431,61 @@ def test_split_rows_meet_on_survivor_bins(kp, rows, k, det):
         assert (top[:k] == kth).sum() < (x[r] == kth).sum()  # the top k cut the class
     _, logits = to_device(batch)
     kv = torch.from_numpy(batch.kv_lens).cuda()
-    out, val, _, _ = kp.launch("decode", logits, kv, None, k, values=True, det=det)
+    out, val, _, _ = kp.launch("decode", logits, kv, None, k, values=True, det=det, route=route)
     check(batch, out, val, det=det)
+
+
+#: (cluster, k, rows, width, next_n, compress_ratio): cluster split launches, forced
+#: (``gvr_kernels.routing.cluster_split_route``; no route chooses them yet).
+CLUSTER_SPLITS = [
+    (2, 512, 64, 65536, 1, 1),
+    (2, 2048, 24, 60000, 2, 1),
+    (4, 1024, 16, 131075, 3, 4),
+    (8, 512, 6, 262144, 1, 1),
+    (16, 2048, 2, 262147, 1, 1),
+]
+
+
+@pytest.mark.parametrize(
+    "case", CLUSTER_SPLITS, ids=[f"x{c[0]}-k{c[1]}-b{c[2]}-n{c[3]}" for c in CLUSTER_SPLITS]
+)
+def test_cluster_split_exact(kp, case):
+    """Cluster splits (``StreamingConfig.cluster``: a row's CTAs in one thread-block cluster,
+    meeting through DSMEM) on every value family at lengths from 0 to the width (the ragged
+    and edge length sets, next_n and compress_ratio), with values and both tie modes, and
+    on misaligned prefill windows: every answer exact."""
+    cluster, k, b, width, nn, cr = case
+    if cluster > kp.spec.max_cluster_size:
+        pytest.skip(f"{kp.spec.name} schedules clusters of at most {kp.spec.max_cluster_size}")
+    for i, family in enumerate(FAMILIES):
+        det = bool(i % 2)
+        batch = make_decode_batch(
+            rng(12, *case, i), batch=b, next_n=nn, compress_ratio=cr, k=k, width=width,
+            row_stride=padded_stride(width) + 4, family=family,
+            lengths="ragged" if i % 3 else "edge",
+        )  # fmt: skip
+        _, logits = to_device(batch)
+        kv = torch.from_numpy(batch.kv_lens).cuda()
+        route = cluster_split_route(
+            kp.spec, rows=batch.rows, n_env=width, k=k, cluster=cluster, with_values=True,
+            deterministic=det,
+        )  # fmt: skip
+        out, val, _, _ = kp.launch(
+            "decode", logits, kv, None, k, next_n=nn, cr=cr, values=True, det=det, route=route
+        )
+        check(batch, out, val, det=det)
+    batch = make_prefill_batch(
+        rng(13, *case), rows=b, k=k, width=width, row_stride=padded_stride(width),
+        family="dsa_like", misaligned=True,
+    )  # fmt: skip
+    _, logits = to_device(batch)
+    s = torch.from_numpy(batch.row_starts).cuda()
+    e = torch.from_numpy(batch.row_ends).cuda()
+    route = cluster_split_route(
+        kp.spec, rows=b, n_env=width, k=k, cluster=cluster, mode="prefill", with_values=True
+    )
+    out, val, _, _ = kp.launch("prefill", logits, s, e, k, values=True, route=route)
+    check(batch, out, val)
 
 
 def test_phase_stamps_of_a_split_row(kp):

@@ -119,12 +119,13 @@ from gvr_reference.ragged import MIN_PART
 from .cluster.config import ClusterConfig
 from .register.config import RegisterConfig
 from .spec import DeviceSpec
-from .streaming.config import MODES, PRELOAD_MAX, StreamingConfig
+from .streaming.config import CLUSTER_SIZES, MODES, PRELOAD_MAX, StreamingConfig
 
 __all__ = [
     "Route",
     "route_static",
     "route_dynamic",
+    "cluster_split_route",
     "routed_configs",
     "max_workspace_words",
     "SPLIT_MIN_N",
@@ -634,6 +635,48 @@ def route_static(
         workspace_words=rows * words if parts > 1 else 0,
         n_env=n_env,
     )
+
+
+def cluster_split_route(
+    spec: DeviceSpec,
+    *,
+    rows: int,
+    n_env: int,
+    k: int,
+    cluster: int,
+    mode: str = "decode",
+    with_values: bool = False,
+    deterministic: bool = False,
+    dtype: str = "float32",
+) -> Route:
+    """A cluster split launch (``StreamingConfig.cluster``): the split core with each row's
+    ``cluster`` CTAs in one thread-block cluster, meeting through distributed shared memory
+    instead of the workspace (grid ``rows * cluster``, no workspace). :func:`route_static`
+    does not choose it yet (it has not been measured on a device); the device tests and
+    ``tools/tune_cluster_split.py`` launch it through this.
+
+    Raises:
+        ValueError: ``cluster`` is not one of ``CLUSTER_SIZES`` or is larger than the device
+            schedules (``spec.max_cluster_size``), or an argument is out of range (as
+            :func:`route_static`).
+    """
+    if cluster not in CLUSTER_SIZES or cluster > spec.max_cluster_size:
+        raise ValueError(
+            f"cluster must be one of {CLUSTER_SIZES} and at most {spec.max_cluster_size} on "
+            f"{spec.name}, got {cluster}"
+        )
+    route_static(spec, rows=rows, n_env=n_env, k=k, mode=mode, dtype=dtype)  # (validates)
+    core = replace(_SPLIT, l2_hints=True, cluster=cluster)
+    if dtype != "float32":
+        core = replace(core, dtype=dtype, unroll=UNROLL_16BIT)  # (as the 1024-thread cores)
+    config = replace(core, mode=mode, with_values=with_values, deterministic=deterministic)
+    config = replace(config, preload=_preload(config, cluster, n_env))
+    if config.smem_bytes > spec.smem_per_block:
+        raise ValueError(
+            f"k={k} needs more shared memory per block than {spec.name} offers "
+            f"({spec.smem_per_block} bytes)"
+        )
+    return Route(config=config, parts=cluster, grid=rows * cluster, workspace_words=0, n_env=n_env)
 
 
 def _preload(config: StreamingConfig, parts: int, n_env: int) -> int:

@@ -55,6 +55,12 @@ class Ctl:
     RPART = 19  # this CTA's part of its row
     RPARTS = 20  # CTAs of its row
     RSLOT = 21  # the workspace row slot its row meets in (split rows)
+    # streaming family, cluster split (the same words: a cluster split is never ragged; zeroed
+    # with the others at the row's start, before the cluster's first barrier)
+    XTOTAL = 18  # survivors of the whole row (every CTA adds its count to every CTA's word)
+    XCUR = 19  # the leader's cursors: keys above the crossing bin emitted (low 16 bits) and
+    # entries sent to the top of its staging (high 16 bits)
+    XOWN = 20  # the leader's own entries packed at the bottom of its staging
 
 
 class Source:

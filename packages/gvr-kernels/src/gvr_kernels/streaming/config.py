@@ -27,6 +27,7 @@ __all__ = [
     "CTL_WORDS",
     "PRELOAD_MAX",
     "CTL_ALLOC",
+    "CLUSTER_SIZES",
     "WS_HEADER_WORDS",
     "WS_HIST_AT",
     "WS_SLAB_ENTRIES",
@@ -44,8 +45,12 @@ HIST_BINS = 256
 PRELOAD_MAX = 4
 #: Control words zeroed at the start of a row ...
 CTL_WORDS = 17
-#: ... and allocated by a ragged split (its assignment words follow the zeroed ones).
+#: ... and allocated by a ragged split (its assignment words follow the zeroed ones) and by a
+#: cluster split (its meeting words follow them).
 CTL_ALLOC = 24
+#: Thread-block cluster sizes a cluster split may take (``StreamingConfig.cluster``; 16 is
+#: past the portable 8, where the device schedules it).
+CLUSTER_SIZES = (2, 4, 8, 16)
 #: Per-row words of the split workspace before the survivor slab, zero on entry and zero
 #: again on exit: one 64-bit counter (the survivors reserved in its low half, the arriving
 #: CTAs in its high half), two pad words (the workspace is 16-byte aligned, so each row's
@@ -73,7 +78,10 @@ SKIP_MASK_WORDS = MASK_BLOCKS // 32
 #: last CTA and its crossing bin found; the slab gathered by the last CTA (meeting on the
 #: bins: the keys above the crossing bin emitted and the bin's keys staged); and the row
 #: finished (selection and emission) by the CTA that finishes it. A row that does not meet
-#: on its bins leaves ``hist`` and ``cross`` unstamped.
+#: on its bins leaves ``hist`` and ``cross`` unstamped. A cluster split (``cluster``) stamps
+#: ``reserve`` (its survivor bins counted), ``publish`` (the counts summed across the cluster:
+#: the first cluster barrier), ``cross`` and ``gather`` (the second cluster barrier and the
+#: leader's move), and no ``arrive`` or ``hist``.
 STAMPS = (
     "entry",
     "window",
@@ -141,6 +149,15 @@ class StreamingConfig:
             chunk of at most ``preload * threads`` vectors is then tested and staged with no
             load in the pass, so its DRAM read overlaps the sample's instead of following the
             rung (a longer chunk streams as usual). 0: none.
+        cluster: (``split`` only, not ``ragged``, not ``block_skip``) the ``cluster`` CTAs of
+            a row (2, 4, 8 or 16; the launch's ``parts``) form one thread-block cluster and
+            meet through distributed shared memory instead of the workspace: every CTA adds
+            its survivor count (and its survivors' bins) to every CTA's shared words, one
+            cluster barrier, then each CTA emits its own survivors above the crossing bin
+            and sends the bin's (or, not meeting on bins, all of its survivors) to the
+            leader's staging; a second cluster barrier, and the leader selects as the
+            finishing CTA of a workspace split does. The paths are those of a workspace
+            split of the same capacity (``gvr_reference.model``). No workspace. 0: none.
         l2_hints: the sample's loads give their L2 lines the evict-last priority and the
             streaming pass reads with evict-first (``.L2::cache_hint`` policies,
             ``device.memory.l2_policy``): the sampled sectors stay in L2 until the pass reads
@@ -170,6 +187,7 @@ class StreamingConfig:
     block_skip: bool = False
     l2_hints: bool = False
     preload: int = 0
+    cluster: int = 0
 
     def __post_init__(self) -> None:
         fmt = key_format(self.dtype)  # validates the name
@@ -220,6 +238,15 @@ class StreamingConfig:
             )
         if self.preload and self.mode == "prefill":
             raise ValueError("preload needs a decode or full launch (windows that start aligned)")
+        if isinstance(self.cluster, bool) or not isinstance(self.cluster, int):
+            raise TypeError(f"cluster must be an int (CTAs a row), got {self.cluster!r}")
+        if self.cluster and self.cluster not in CLUSTER_SIZES:
+            raise ValueError(f"cluster must be 0 or one of {CLUSTER_SIZES}, got {self.cluster}")
+        if self.cluster and not (self.split and not self.ragged and not self.block_skip):
+            raise ValueError(
+                "cluster needs split=True, ragged=False and block_skip=False (a static split "
+                f"of one cluster a row), got cluster={self.cluster}"
+            )
         if not 1 <= self.unroll <= 8:
             raise ValueError(f"unroll must be in [1, 8], got {self.unroll}")
         _ = self.ladder  # validates the ladder fields
@@ -255,18 +282,22 @@ class StreamingConfig:
         dtype ``"i32"`` or ``"u32"``, each aligned to :data:`SMEM_ALIGN` bytes. The kernel
         allocates exactly these (``gvr_kernels.streaming.kernel.allocate_shared``)."""
         return (
-            ("hist", "i32", HIST_BINS),
-            ("ctl", "i32", CTL_ALLOC if self.ragged else CTL_WORDS),
-            ("sample", "u32", self.sample_max),
-            ("stage_bits", "u32", self.capacity),
-            ("stage_idx", "i32", self.capacity),
-        ) + (
             (
-                ("skip", "u32", SKIP_MASK_WORDS),
-                ("runmax", "u32", self.sample_max // (4 * self.key_format.vec)),
+                ("hist", "i32", HIST_BINS),
+                ("ctl", "i32", CTL_ALLOC if self.ragged or self.cluster else CTL_WORDS),
+                ("sample", "u32", self.sample_max),
+                ("stage_bits", "u32", self.capacity),
+                ("stage_idx", "i32", self.capacity),
             )
-            if self.block_skip
-            else ()
+            + ((("mhist", "i32", HIST_BINS),) if self.cluster else ())
+            + (
+                (
+                    ("skip", "u32", SKIP_MASK_WORDS),
+                    ("runmax", "u32", self.sample_max // (4 * self.key_format.vec)),
+                )
+                if self.block_skip
+                else ()
+            )
         )
 
     @property
@@ -282,10 +313,11 @@ class StreamingConfig:
 
     @property
     def workspace_words_per_row(self) -> int:
-        """uint32 words of split workspace one row slot takes (0 when not split): its header
+        """uint32 words of split workspace one row slot takes (0 when not split, or a cluster
+        split): its header
         and a slab of :data:`WS_SLAB_ENTRIES` survivor entries, of which it uses
         ``capacity``."""
-        return WS_HEADER_WORDS + 2 * WS_SLAB_ENTRIES if self.split else 0
+        return WS_HEADER_WORDS + 2 * WS_SLAB_ENTRIES if self.split and not self.cluster else 0
 
     @property
     def name(self) -> str:
@@ -296,6 +328,10 @@ class StreamingConfig:
             f"t{self.threads}",
             f"c{self.capacity}",
             ("ragged" if self.ragged else "split") if self.split else "single",
+        ]
+        if self.cluster:
+            parts.append(f"x{self.cluster}")
+        parts += [
             f"u{self.unroll}",
             f"a{self.aim_mult}",
             f"s{self.sample_max}",

@@ -39,6 +39,11 @@ launch (or graph replay) finds it clean (the slab is scratch: only its first ``t
 entries, written in this launch, are read). No CTA ever waits for another, so no co-residency
 is assumed.
 
+With ``cluster`` (a cluster split), a row's CTAs form one thread-block cluster and meet
+through distributed shared memory instead (:meth:`StreamingTopK._cluster_meet`): the counts and
+the survivor bins summed in every CTA, the keys above the crossing bin written by the CTA
+that holds them, the rest gathered to the leader, which finishes the row; no workspace.
+
 The shared-memory arrays come from ``StreamingConfig.shared_layout`` (allocated by
 :func:`allocate_shared`); the phases (sampling, narrowing, emission, tile loading) are the free
 functions of ``gvr_kernels.device``.
@@ -63,6 +68,7 @@ from gvr_reference.model import SPLIT_BINS_MIN_K, Path, crowd_min_ties
 from gvr_reference.ragged import MIN_PART, UNIT
 
 from ..device import radix, shared
+from ..device.cluster import cluster_sync, remote, store_remote
 from ..device.keys import (
     KEY_MAX,
     above_bound,
@@ -87,7 +93,7 @@ from ..device.select import (
     write_slot,
 )
 from ..device.shared import record_path, stamp_phase
-from ..device.staging import selection_masks, stage_selected, warp_slots
+from ..device.staging import packed_warp_slots, selection_masks, stage_selected, warp_slots
 from ..device.tiles import load_tile, prefetch_vectors
 from ..device.warp import inclusive_sum
 from ..device.window import row_window, window_column, write_short_row
@@ -176,7 +182,7 @@ class StreamingTopK:
         grid = rows * parts
         if const_expr(self.cfg.ragged):
             grid = rows + parts
-        self.kernel(
+        launch = self.kernel(
             logits,
             lens_a,
             lens_b,
@@ -189,16 +195,29 @@ class StreamingTopK:
             cr_shift,
             parts,
             block_max,
-        ).launch(
-            grid=[grid, 1, 1],
-            block=[self.cfg.threads, 1, 1],
-            smem=self.cfg.smem_bytes,
-            stream=stream,
-            # The register budget follows the intended residency; the carveout is pinned to
-            # the largest shared-memory share so the residency is not lost to a small L1 split.
-            min_blocks_per_mp=self.cfg.resident_ctas,
-            preferred_smem_carveout=100,
         )
+        # The register budget follows the intended residency; the carveout is pinned to the
+        # largest shared-memory share so the residency is not lost to a small L1 split.
+        if const_expr(self.cfg.cluster):
+            # (``parts`` is the cluster size: the grid holds whole clusters)
+            launch.launch(
+                grid=[rows * self.cfg.cluster, 1, 1],
+                block=[self.cfg.threads, 1, 1],
+                cluster=[self.cfg.cluster, 1, 1],
+                smem=self.cfg.smem_bytes,
+                stream=stream,
+                min_blocks_per_mp=self.cfg.resident_ctas,
+                preferred_smem_carveout=100,
+            )
+        else:
+            launch.launch(
+                grid=[grid, 1, 1],
+                block=[self.cfg.threads, 1, 1],
+                smem=self.cfg.smem_bytes,
+                stream=stream,
+                min_blocks_per_mp=self.cfg.resident_ctas,
+                preferred_smem_carveout=100,
+            )
 
     # ------------------------------------------------------------------ device kernel
     @cute.kernel
@@ -221,6 +240,8 @@ class StreamingTopK:
         bid, _, _ = cute.arch.block_idx()
         row = bid
         part = Int32(0)
+        if const_expr(cfg.cluster):
+            parts = Int32(cfg.cluster)  # (part: the CTA's rank in its cluster)
         if const_expr(cfg.split and not cfg.ragged):
             row = bid // parts
             part = bid - row * parts
@@ -265,6 +286,16 @@ class StreamingTopK:
                 sh.hist[tid] = Int32(0)
             if tid < CTL_WORDS:
                 sh.ctl[tid] = Int32(0)
+            if const_expr(cfg.cluster):
+                # The words the cluster's CTAs add to (zero before any can: the first cluster
+                # barrier, waited for in _cluster_meet, follows every CTA's arrival here).
+                if tid < HIST_BINS:
+                    sh.mhist[tid] = Int32(0)
+                if tid == 0:
+                    sh.ctl[Ctl.XTOTAL] = Int32(0)
+                    sh.ctl[Ctl.XCUR] = Int32(0)
+                    sh.ctl[Ctl.XOWN] = Int32(0)
+                cute.arch.cluster_arrive()
             cute.arch.barrier()
             self._stamp(paths, "window")
             c0 = Int32(0)
@@ -497,6 +528,10 @@ class StreamingTopK:
                 )  # fmt: skip
             else:
                 self._staged_max(sh, count)
+        elif const_expr(cfg.cluster):
+            count, finish, staged_bin, above, bin_lo = self._cluster_meet(
+                sh, paths, out, values, row, part, count, k, thr_key, binned
+            )
         elif const_expr(cfg.split):
             count, finish, staged_bin, above, bin_lo = self._split_meet(
                 sh, workspace, paths, out, values, row, parts, count, k, thr_key, binned, slot
@@ -992,6 +1027,218 @@ class StreamingTopK:
             cute.arch.barrier()
             self._stamp(paths, "gather")
         return total, finish, staged_bin, above, bin_lo
+
+    @cute.jit
+    def _cluster_meet(self, sh, paths, out, values, row, rank, count, k, thr_key, binned):
+        """A cluster split row's meeting through distributed shared memory (``cluster``):
+        every CTA holds its own survivors (``count``, of which the staging kept at most the
+        capacity) and the row's rung; the leader (rank 0) finishes the row.
+
+        1. Meeting on the survivor bins (``binned``, as :meth:`_split_meet`), each CTA counts
+           its survivors' bins. Every CTA adds its count to every CTA's ``ctl[XTOTAL]`` and
+           its bin counts to every CTA's ``mhist``; one cluster barrier. Every CTA then holds
+           the row's total and histogram, so every decision below is the cluster's.
+        2. A row of ``[k, capacity]`` survivors meeting on its bins: every CTA finds the
+           crossing bin and emits its survivors above it (output slots from the leader's
+           cursor, one remote atomic a warp). The bin's survivors (every survivor of any
+           other row of at most ``capacity``) go to the leader's staging: the other CTAs
+           send theirs to its top, slot ``capacity - 1 - s`` for the ``s``-th sent, while
+           the leader packs its own bin's at the bottom (keeping every survivor, its own
+           already are), ``c0`` of them; a row of more survivors takes no step (the leader
+           selects from the row).
+        3. One cluster barrier: every send has landed; the other CTAs are done. The leader
+           moves the ``R`` entries it received down to follow its own (``ctl[CNT] = c0 + R``,
+           the largest key in ``ctl[MAXKEY]``).
+
+        Exact and in bounds: the leader's kept survivors and the entries sent to it are
+        disjoint parts of the row's, at most ``total <= capacity``, so the top region (the
+        last ``R`` slots) never meets the leader's unread entries (the first ``kept``); the
+        packing and the move write, round by round after a barrier, only below every entry
+        not yet read (a slot is at most the count read before it). The conditions are a
+        workspace split's of the same capacity, so every path equals :meth:`_split_meet`'s
+        (``gvr_reference.model``). Returns ``(total, finish, staged_bin, above, bin_lo)`` as
+        :meth:`_split_meet`.
+        """
+        cfg = self.cfg
+        fmt = cfg.key_format
+        ctl = sh.ctl
+        cap = cfg.capacity
+        tid, _, _ = cute.arch.thread_idx()
+        leader = Int32(0)
+        is_leader = rank == leader
+        kept = cutlass.min(count, Int32(cap))
+
+        shift = Uint32(0)
+        if binned:
+            smax = Uint32(ctl[Ctl.SMAX])
+            shift = radix.level_shift(thr_key, cutlass.max(smax, thr_key))
+            for i in cutlass.range(tid, kept, cfg.threads):
+                b = self._survivor_bin(order_key(sh.stage_bits[i], fmt), thr_key, shift)
+                cute.arch.atomic_add(sh.hist.iterator + b, Int32(1))
+            cute.arch.barrier()
+        self._stamp(paths, "reserve")
+        # Every CTA of the cluster has zeroed its words (the arrival at the row's start).
+        cute.arch.cluster_wait()
+        if binned:
+            if tid < HIST_BINS:
+                h = sh.hist[tid]
+                if h != Int32(0):
+                    for d in cutlass.range_constexpr(cfg.cluster):
+                        cute.arch.atomic_add(
+                            remote(sh.mhist.iterator + tid, Int32(d)), h, scope="cluster"
+                        )
+                    sh.hist[tid] = Int32(0)  # (zero again for the leader's radix levels)
+        if tid == 0:
+            for d in cutlass.range_constexpr(cfg.cluster):
+                cute.arch.atomic_add(
+                    remote(ctl.iterator + Ctl.XTOTAL, Int32(d)), count, scope="cluster"
+                )
+        cluster_sync()
+        self._stamp(paths, "publish")
+        total = ctl[Ctl.XTOTAL]
+        staged_bin = binned & (total >= k) & (total <= cap)
+        send_all = (~staged_bin) & (total <= cap)
+        above = Int32(0)
+        bin_lo = Uint32(0)
+        cross = Uint32(0)
+        if staged_bin:
+            if tid < 32:
+                b, ab, _hb = radix.find_crossing(sh.mhist, k)
+                if tid == 0:
+                    ctl[Ctl.B] = b
+                    ctl[Ctl.ABOVE] = ab
+            cute.arch.barrier()
+            self._stamp(paths, "cross")
+            cross = Uint32(ctl[Ctl.B])
+            above = ctl[Ctl.ABOVE]
+            bin_lo = thr_key + (cross << shift)
+        top = Uint32(0)  # (the leader: the largest key it keeps)
+        if staged_bin | send_all:
+            ea = EmitArgs(out, values, row, k, Int32(0), Int32(0), Uint32(0), Uint32(KEY_MAX))
+            cursors = remote(ctl.iterator + Ctl.XCUR, leader)
+            group = GATHER_GROUP
+            # Warp-uniform trip count (slots come from warp-wide atomics; the leader's
+            # rounds end at a barrier).
+            for ib in cutlass.range(0, kept, cfg.threads * group):
+                up_l = []
+                send_l = []
+                for g in cutlass.range_constexpr(group):
+                    i = ib + g * cfg.threads + tid
+                    ok = i < kept
+                    # (no read past the entries: the leader's packing may be writing below)
+                    bits = Uint32(0)
+                    pos = Int32(0)
+                    if ok:
+                        bits = sh.stage_bits[i]
+                        pos = sh.stage_idx[i]
+                    up = Boolean(False)
+                    send = ok
+                    if staged_bin:
+                        b = Uint32(self._survivor_bin(order_key(bits, fmt), thr_key, shift))
+                        up = ok & (b > cross)
+                        send = ok & (b == cross)
+                    up_l.append((bits, pos, up))
+                    send_l.append((bits, pos, send))
+                if is_leader:
+                    if staged_bin:
+                        self._share(sh, ea, cursors, up_l, [], leader)
+                        cute.arch.barrier()  # (every entry of the round read before it packs)
+                        top = cutlass.max(top, self._pack(sh, send_l))
+                    else:  # (it keeps every entry, where it is)
+                        for bits, _pos, send in send_l:
+                            key = order_key(bits, fmt)
+                            top = cutlass.max(top, Uint32(cutlass.select_(send, key, Uint32(0))))
+                else:
+                    self._share(sh, ea, cursors, up_l, send_l, leader)
+        if is_leader & send_all:
+            if tid == 0:
+                ctl[Ctl.XOWN] = kept
+        # Every send has landed; no CTA touches another's shared memory after this.
+        cluster_sync()
+        finish = is_leader
+        if finish & (staged_bin | send_all):
+            own = ctl[Ctl.XOWN]
+            got = Int32(Uint32(ctl[Ctl.XCUR]) >> Uint32(16))
+            group = GATHER_GROUP
+            for ub in cutlass.range(0, got, cfg.threads * group):
+                moved = []
+                for g in cutlass.range_constexpr(group):
+                    u = ub + g * cfg.threads + tid
+                    ok = u < got
+                    bits = Uint32(0)
+                    pos = Int32(0)
+                    if ok:
+                        bits = sh.stage_bits[(cap - got) + u]
+                        pos = sh.stage_idx[(cap - got) + u]
+                    moved.append((bits, pos, u, ok))
+                cute.arch.barrier()  # (every source of the round read before any write)
+                for bits, pos, u, ok in moved:
+                    if ok:
+                        sh.stage_bits[own + u] = bits
+                        sh.stage_idx[own + u] = pos
+                        top = cutlass.max(top, order_key(bits, fmt))
+            # (the staged count; with every survivor staged it is the row's total, where a
+            # workspace split's last CTA leaves its own pass count: no reader follows)
+            if tid == 0:
+                ctl[Ctl.CNT] = own + got
+                ctl[Ctl.MAXKEY] = Int32(0)
+            cute.arch.barrier()
+            top = Uint32(cute.arch.warp_redux_sync(top, "umax"))
+            if cute.arch.lane_idx() == 0:
+                cute.arch.atomic_max(cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32), top)
+            cute.arch.barrier()
+        self._stamp(paths, "gather")
+        return total, finish, staged_bin, above, bin_lo
+
+    @cute.jit
+    def _share(self, sh, ea, cursors, up_l, send_l, leader: Int32):
+        """A cluster split CTA's lists of ``(bits, pos, take)``: the keys above the crossing
+        bin to the output (``up_l``) and the entries it sends to the top of the leader's
+        staging (``send_l``), slots from the leader's two cursors (``cursors``, packed: both
+        counts stay below ``2**16``) with one remote atomic a warp (called by all 32
+        lanes)."""
+        cfg = self.cfg
+        cap = cfg.capacity
+        up_masks, n_up, any_up = selection_masks([e[2] for e in up_l])
+        send_masks = []
+        n_send = Int32(0)
+        any_send = Uint32(0)
+        if const_expr(len(send_l) > 0):
+            send_masks, n_send, any_send = selection_masks([e[2] for e in send_l])
+        if cute.arch.vote_any_sync((any_up | any_send) != Uint32(0)):
+            at_up, at_send = packed_warp_slots(cursors, n_up, n_send, scope="cluster")
+            for i in cutlass.range_constexpr(len(up_l)):
+                bits, pos, _take = up_l[i]
+                if (up_masks[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
+                    write_slot(cfg, ea, at_up, pos, bits)
+                    at_up = at_up + 1
+            for i in cutlass.range_constexpr(len(send_l)):
+                bits, pos, _take = send_l[i]
+                if (send_masks[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
+                    at = (cap - 1) - at_send
+                    store_remote(sh.stage_bits.iterator + at, leader, bits)
+                    store_remote(sh.stage_idx.iterator + at, leader, Uint32(pos))
+                    at_send = at_send + 1
+
+    @cute.jit
+    def _pack(self, sh, keep_l) -> Uint32:
+        """The leader's own entries it keeps (a list of ``(bits, pos, take)`` read before a
+        barrier), packed to the bottom of its staging from the cursor ``ctl[XOWN]`` (one
+        shared atomic a warp): every slot is below every entry not yet read. Returns the
+        largest key this thread packed (0: none)."""
+        fmt = self.cfg.key_format
+        top = Uint32(0)
+        masks, cnt, anyone = selection_masks([e[2] for e in keep_l])
+        if cute.arch.vote_any_sync(anyone != Uint32(0)):
+            slot = warp_slots(sh.ctl.iterator + Ctl.XOWN, cnt)
+            for i in cutlass.range_constexpr(len(keep_l)):
+                bits, pos, _take = keep_l[i]
+                if (masks[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
+                    sh.stage_bits[slot] = bits
+                    sh.stage_idx[slot] = pos
+                    top = cutlass.max(top, order_key(bits, fmt))
+                    slot = slot + 1
+        return top
 
     @cute.jit
     def _survivor_bin(self, key: Uint32, thr_key: Uint32, shift: Uint32) -> Int32:
