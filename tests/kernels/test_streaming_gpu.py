@@ -436,8 +436,12 @@ def test_split_rows_meet_on_survivor_bins(kp, rows, k, det):
 
 
 #: (cluster, k, rows, width, next_n, compress_ratio): cluster split launches, forced
-#: (``gvr_kernels.routing.cluster_split_route``; no route chooses them yet).
+#: (``gvr_kernels.routing.cluster_split_route``), the routed cells
+#: (``gvr_kernels.routing._cluster_split_size``) first.
 CLUSTER_SPLITS = [
+    (8, 2048, 8, 32768, 1, 1),
+    (4, 2048, 16, 30000, 1, 1),
+    (8, 1024, 8, 131072, 1, 1),
     (2, 512, 64, 65536, 1, 1),
     (2, 2048, 24, 60000, 2, 1),
     (4, 1024, 16, 131075, 3, 4),
@@ -453,7 +457,8 @@ def test_cluster_split_exact(kp, case):
     """Cluster splits (``StreamingConfig.cluster``: a row's CTAs in one thread-block cluster,
     meeting through DSMEM) on every value family at lengths from 0 to the width (the ragged
     and edge length sets, next_n and compress_ratio), with values and both tie modes, and
-    on misaligned prefill windows: every answer exact."""
+    on misaligned prefill windows, and the indices-only launch of the routed form: every
+    answer exact."""
     cluster, k, b, width, nn, cr = case
     if cluster > kp.spec.max_cluster_size:
         pytest.skip(f"{kp.spec.name} schedules clusters of at most {kp.spec.max_cluster_size}")
@@ -474,6 +479,14 @@ def test_cluster_split_exact(kp, case):
             "decode", logits, kv, None, k, next_n=nn, cr=cr, values=True, det=det, route=route
         )
         check(batch, out, val, det=det)
+        if i < 2:
+            route = cluster_split_route(
+                kp.spec, rows=batch.rows, n_env=width, k=k, cluster=cluster, deterministic=det
+            )
+            out, _, _, _ = kp.launch(
+                "decode", logits, kv, None, k, next_n=nn, cr=cr, det=det, route=route
+            )
+            check(batch, out, det=det)
     batch = make_prefill_batch(
         rng(13, *case), rows=b, k=k, width=width, row_stride=padded_stride(width),
         family="dsa_like", misaligned=True,

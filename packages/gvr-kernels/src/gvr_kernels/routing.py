@@ -497,6 +497,20 @@ class Route:
         return self.config.ladder
 
 
+def _check_launch(rows: int, n_env: int, k: int, mode: str, dtype: str) -> None:
+    """Raise ``ValueError`` (naming the argument) for a launch out of the routers' range."""
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, got {rows}")
+    if not 1 <= n_env < MAX_ROW_LENGTH:
+        raise ValueError(f"n_env must be in [1, {MAX_ROW_LENGTH}), got {n_env}")
+    if not 1 <= k <= MAX_K:
+        raise ValueError(f"k must be in [1, {MAX_K}], got {k}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+
+
 def route_static(
     spec: DeviceSpec,
     *,
@@ -541,19 +555,22 @@ def route_static(
         ValueError: an argument is out of range (naming it), or the device's shared memory is
             too small for ``k``.
     """
-    if rows < 1:
-        raise ValueError(f"rows must be >= 1, got {rows}")
-    if not 1 <= n_env < MAX_ROW_LENGTH:
-        raise ValueError(f"n_env must be in [1, {MAX_ROW_LENGTH}), got {n_env}")
-    if not 1 <= k <= MAX_K:
-        raise ValueError(f"k must be in [1, {MAX_K}], got {k}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    _check_launch(rows, n_env, k, mode, dtype)
     unknown = set(families) - set(FAMILY_NAMES)
     if unknown:
         raise ValueError(f"families must be among {FAMILY_NAMES}, got {sorted(unknown)}")
+    split_cluster = _cluster_split_size(spec, rows, n_env, k, mode, dtype)
+    if split_cluster:
+        return cluster_split_route(
+            spec,
+            rows=rows,
+            n_env=n_env,
+            k=k,
+            cluster=split_cluster,
+            mode=mode,
+            with_values=with_values,
+            deterministic=deterministic,
+        )
     reg = clu = None
     if "cluster" in families:
         clu = _cluster_core(spec, rows, n_env, k, mode, with_values, dtype, deterministic)
@@ -637,6 +654,39 @@ def route_static(
     )
 
 
+#: The rows of the launches that take the cluster split (``_cluster_split_size``), and its CTAs
+#: a row.
+CLUSTER_SPLIT_ROWS = (5, 8)
+CLUSTER_SPLIT_SIZE = 8
+
+
+def _cluster_split_size(
+    spec: DeviceSpec, rows: int, n_env: int, k: int, mode: str, dtype: str
+) -> int:
+    """The cluster size of the cluster split :func:`route_static` chooses, or 0 for none.
+
+    Float32 decode launches of 5 to 8 rows over envelopes in (65536, 131072] scores at K above
+    512, where the cluster family's route cuts each row across eight 1024-thread CTAs and the
+    cluster split of eight CTAs was measured faster on the H200 on uniform and serving-like
+    ragged rows alike (``benchmarks/results/h200/tune_cluster_split.log``: 8 rows, K = 1024,
+    14.9 / 14.2 us against 12.9 / 12.0 us; ``bench_cluster_split_co.json``). Elsewhere it
+    lost or was not measured: at K = 2048 over 32,768 scores it beat the register route on
+    gaussian rows (11.2 against 13.5 us at 8 rows) but not on the real rows
+    (``bench_cluster_split_co.json``: 17.0 against 14.2 us), whose survivors crowd the ends
+    of the row (attention sink and recency), so that a contiguous split leaves most of them to
+    one or two CTAs while the register route reads the row in one CTA.
+    """
+    # (at most 8 x 131,072 float32 scores: far below the block-skip sizes)
+    if mode != "decode" or dtype != "float32":
+        return 0
+    lo, hi = CLUSTER_SPLIT_ROWS
+    if not (k > 512 and 65536 < n_env <= 131072 and lo <= rows <= hi):
+        return 0
+    if CLUSTER_SPLIT_SIZE > spec.max_cluster_size or rows * CLUSTER_SPLIT_SIZE > spec.sm_count:
+        return 0
+    return CLUSTER_SPLIT_SIZE
+
+
 def cluster_split_route(
     spec: DeviceSpec,
     *,
@@ -652,8 +702,8 @@ def cluster_split_route(
     """A cluster split launch (``StreamingConfig.cluster``): the split core with each row's
     ``cluster`` CTAs in one thread-block cluster, meeting through distributed shared memory
     instead of the workspace (grid ``rows * cluster``, no workspace). :func:`route_static`
-    does not choose it yet (it has not been measured on a device); the device tests and
-    ``tools/tune_cluster_split.py`` launch it through this.
+    chooses it in the cells of :func:`_cluster_split_size`; the device tests and
+    ``tools/tune_cluster_split.py`` launch any cell through this.
 
     Raises:
         ValueError: ``cluster`` is not one of ``CLUSTER_SIZES`` or is larger than the device
@@ -665,7 +715,7 @@ def cluster_split_route(
             f"cluster must be one of {CLUSTER_SIZES} and at most {spec.max_cluster_size} on "
             f"{spec.name}, got {cluster}"
         )
-    route_static(spec, rows=rows, n_env=n_env, k=k, mode=mode, dtype=dtype)  # (validates)
+    _check_launch(rows, n_env, k, mode, dtype)
     core = replace(_SPLIT, l2_hints=True, cluster=cluster)
     if dtype != "float32":
         core = replace(core, dtype=dtype, unroll=UNROLL_16BIT)  # (as the 1024-thread cores)
@@ -724,6 +774,8 @@ def routed_configs(
     bulk = BULK_ROWS_PER_SM * s
     edges = {1, 2, h // 8, h // 8 + 1, h // 4, h // 4 + 1, h // 2, h // 2 + 1, h, h + 1, s}
     edges |= {s + 1, bulk, bulk + 1}
+    lo, hi = CLUSTER_SPLIT_ROWS
+    edges |= {lo - 1, lo, hi, hi + 1}
     for rows in sorted(edges | {4 * s}):
         for n_env in (
             2048,
