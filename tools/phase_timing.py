@@ -14,8 +14,8 @@ import numpy as np
 
 
 def cell_args(default_ns: str, extra: Callable | None = None) -> argparse.Namespace:
-    """The tools' command line: ``--ns``, ``--ks``, ``--batches``, ``--reps``, and what
-    ``extra(parser)`` adds."""
+    """The tools' command line: ``--ns``, ``--ks``, ``--batches``, ``--reps``, ``--rows-from``
+    / ``--row``, and what ``extra(parser)`` adds."""
     import __main__
 
     ap = argparse.ArgumentParser(description=(__main__.__doc__ or "").split("\n\n")[0])
@@ -23,6 +23,13 @@ def cell_args(default_ns: str, extra: Callable | None = None) -> argparse.Namesp
     ap.add_argument("--ks", default="512,1024,2048")
     ap.add_argument("--batches", default="1")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument(
+        "--rows-from", default=None,
+        help="a safetensors file of float32 score rows (`logits` [rows, width], `lengths` "
+        "[rows], as in data/real-rows): one cell a K of those rows (decode, n = the width) "
+        "instead of --ns / --batches of gaussian rows",
+    )  # fmt: skip
+    ap.add_argument("--row", type=int, default=0, help="the row whose phases are read")
     if extra is not None:
         extra(ap)
     return ap.parse_args()
@@ -37,9 +44,10 @@ def time_phases(
     route_of: Callable | None = None,
 ) -> None:
     """Run every cell of ``args``. ``skip(route)``: why the route is not one the tool reads
-    (None to read it); ``read(stamps, route)``: a launch's phases (ns) from its stamps
-    (int64 ``[grid, STAMP_WORDS]``), or None; ``names``: the phases printed, in order;
-    ``families``: the families the router may pick (``route_static``'s argument; None: all);
+    (None to read it); ``read(stamps, route, row)``: the phases (ns) of row ``row``
+    (``args.row``) in one launch's stamps (int64 ``[grid, STAMP_WORDS]``), or None;
+    ``names``: the phases printed, in order; ``families``: the families the router may pick
+    (``route_static``'s argument; None: all);
     ``route_of(spec, rows, n, k)``: the route of a cell instead of the router's."""
     import torch
     from device_streaming import timeit, timing_setup
@@ -53,56 +61,75 @@ def time_phases(
     flush = timing_setup()
     dummy_i = torch.zeros(1, dtype=torch.int32, device="cuda")
     fns = {}
-    for b in map(int, args.batches.split(",")):
-        for n in map(int, args.ns.split(",")):
-            for k in map(int, args.ks.split(",")):
-                kw = {} if families is None else {"families": families}
-                if route_of is None:
-                    route = route_static(spec, rows=b, n_env=n, k=k, **kw)
-                else:
-                    route = route_of(spec, b, n, k)
-                cfg = route.config
-                why = skip(route)
-                if why is not None:
-                    print(f"b={b} n={n} k={k}: routed to {cfg.name}, {why}; skipped")
-                    continue
-                stamped_cfg = replace(cfg, stamp_phases=True)
-                for c in (cfg, stamped_cfg):
-                    if c not in fns:
-                        fns[c] = compile_config(c)
-                g = torch.Generator(device="cuda").manual_seed(n + k + b)
-                lg = torch.randn(b, n, generator=g, device="cuda")
-                kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
-                ws = torch.zeros(max(route.workspace_words, 4), dtype=torch.int32, device="cuda")
-                out = torch.empty((b, k), dtype=torch.int32, device="cuda")
-                stamps = torch.zeros(route.grid * STAMP_WORDS, dtype=torch.int32, device="cuda")
-                base = KernelArgs(
-                    logits=lg, lens_a=kv, lens_b=dummy_i, out=out,
-                    values=torch.empty(1, 1, device="cuda"), workspace=ws.view(torch.uint32),
-                    paths=stamps, k=k, next_n=1, cr_shift=0, parts=route.parts,
-                    block_max=torch.zeros(1, 1, device="cuda"),
-                )  # fmt: skip
-                runs = []
-                for _ in range(args.reps):
-                    flush.zero_()
-                    stamps.zero_()
-                    fns[stamped_cfg](*base)
-                    torch.cuda.synchronize()
-                    st = stamps.view(route.grid, STAMP_WORDS).cpu().numpy().astype(np.int64)
-                    ph = read(st, route)
-                    if ph is not None:
-                        runs.append(ph)
-                want = torch.sort(torch.topk(lg, k).values).values
-                got = torch.sort(torch.gather(lg, 1, out.long())).values
-                exact = torch.equal(got, want)
-                plain = base._replace(paths=dummy_i)
-                t_ev = timeit(lambda a=plain: fns[cfg](*a), flush, 40)
-                med = {m: np.median([r[m] for r in runs if m in r]) / 1000 for m in names
-                       if any(m in r for r in runs)}  # fmt: skip
-                cells = "  ".join(f"{m} {v:.2f}" for m, v in med.items())
-                parts = f" p{route.parts}" if route.parts > 1 else ""
-                print(
-                    f"b={b} n={n} k={k} {cfg.name}{parts}: exact {exact} event {t_ev:.1f} | "
-                    f"{cells}  ({len(runs)} launches)",
-                    flush=True,
-                )
+    given = None
+    cells = [
+        (b, n, k)
+        for b in map(int, args.batches.split(","))
+        for n in map(int, args.ns.split(","))
+        for k in map(int, args.ks.split(","))
+    ]
+    if args.rows_from:
+        from safetensors.torch import load_file
+
+        rows = load_file(args.rows_from)
+        given = (rows["logits"].float().cuda(), rows["lengths"].int().cuda())
+        b, n = given[0].shape
+        cells = [(b, n, k) for k in map(int, args.ks.split(","))]
+    for b, n, k in cells:
+        kw = {} if families is None else {"families": families}
+        if route_of is None:
+            route = route_static(spec, rows=b, n_env=n, k=k, **kw)
+        else:
+            route = route_of(spec, b, n, k)
+        cfg = route.config
+        why = skip(route)
+        if why is not None:
+            print(f"b={b} n={n} k={k}: routed to {cfg.name}, {why}; skipped")
+            continue
+        stamped_cfg = replace(cfg, stamp_phases=True)
+        for c in (cfg, stamped_cfg):
+            if c not in fns:
+                fns[c] = compile_config(c)
+        if given is None:
+            g = torch.Generator(device="cuda").manual_seed(n + k + b)
+            lg = torch.randn(b, n, generator=g, device="cuda")
+            kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
+        else:
+            lg, kv = given
+        ws = torch.zeros(max(route.workspace_words, 4), dtype=torch.int32, device="cuda")
+        out = torch.empty((b, k), dtype=torch.int32, device="cuda")
+        stamps = torch.zeros(route.grid * STAMP_WORDS, dtype=torch.int32, device="cuda")
+        base = KernelArgs(
+            logits=lg, lens_a=kv, lens_b=dummy_i, out=out,
+            values=torch.empty(1, 1, device="cuda"), workspace=ws.view(torch.uint32),
+            paths=stamps, k=k, next_n=1, cr_shift=0, parts=route.parts,
+            block_max=torch.zeros(1, 1, device="cuda"),
+        )  # fmt: skip
+        runs = []
+        for _ in range(args.reps):
+            flush.zero_()
+            stamps.zero_()
+            fns[stamped_cfg](*base)
+            torch.cuda.synchronize()
+            st = stamps.view(route.grid, STAMP_WORDS).cpu().numpy().astype(np.int64)
+            ph = read(st, route, args.row)
+            if ph is not None:
+                runs.append(ph)
+        exact = True
+        for r, m in enumerate(kv.tolist()):
+            # (a row of at most k scores: its first m slots)
+            sel = out[r, : min(m, k)].long()
+            want = torch.sort(torch.topk(lg[r, :m], min(m, k)).values).values
+            exact &= torch.equal(torch.sort(lg[r, sel]).values, want)
+        plain = base._replace(paths=dummy_i)
+        t_ev = timeit(lambda a=plain: fns[cfg](*a), flush, 40)
+        med = {m: np.median([r[m] for r in runs if m in r]) / 1000 for m in names
+               if any(m in r for r in runs)}  # fmt: skip
+        shown = "  ".join(f"{m} {v:.2f}" for m, v in med.items())
+        parts = f" p{route.parts}" if route.parts > 1 else ""
+        what = f" row {args.row} of {args.rows_from}" if given is not None else ""
+        print(
+            f"b={b} n={n} k={k}{what} {cfg.name}{parts}: exact {exact} event {t_ev:.1f} | "
+            f"{shown}  ({len(runs)} launches)",
+            flush=True,
+        )

@@ -3,6 +3,7 @@
     python3 tools/time_split_phases.py                       # b = 1, n = 131,072 / 262,144
     python3 tools/time_split_phases.py --ns 262144 --ks 512 --batches 1,8
     python3 tools/time_split_phases.py --ns 65536 --batches 64 --cluster 2   # a cluster split
+    python3 tools/time_split_phases.py --rows-from real.safetensors --row 7 --ks 2048 --cluster 8
 
 Each cell is routed as the dispatcher routes a decode call (``gvr_kernels.routing.route_static``)
 and must land on a split streaming configuration. That configuration is compiled twice: as
@@ -14,7 +15,9 @@ also takes the last arrival of the other CTAs (``others``; a cluster split, ``--
 arrival: its ``reserve`` / ``publish`` / ``cross`` / ``gather`` are the cluster meeting's own
 boundaries, ``StreamingTopK._cluster_meet``). Medians, in microseconds, beside
 the event time of the routed kernel (CUDA events, median of 40). The stamped answer is checked
-against ``torch.topk`` (the selected values as multisets), on gaussian float32 rows.
+against ``torch.topk`` (the selected values as multisets), on gaussian float32 rows, or on the
+rows of ``--rows-from`` (a safetensors file of ``logits`` and ``lengths``, as the real rows;
+``--row``: whose CTAs are read, default 0).
 """
 
 from __future__ import annotations
@@ -63,10 +66,15 @@ def main() -> None:
     def skip(route):
         return None if getattr(route.config, "split", False) else "not a split row"
 
-    def read(stamps, route):
-        # (a ragged split's argument is its extra CTAs; rows of one length get grid / rows)
-        parts = route.grid // (route.grid - route.parts) if route.config.ragged else route.parts
-        return phases(stamps, route.grid, parts)
+    def read(stamps, route, row):
+        if route.config.ragged:
+            # (a ragged split's argument is its extra CTAs; rows of one length get grid / rows
+            # CTAs, handed out in-kernel: only row 0's are known to come first)
+            if row:
+                raise SystemExit("--row: a ragged split's CTAs are handed out in-kernel")
+            return phases(stamps, route.grid, route.grid // (route.grid - route.parts))
+        parts = route.parts
+        return phases(stamps[row * parts : (row + 1) * parts], parts, parts)
 
     def extra(ap):
         ap.add_argument(
