@@ -3,6 +3,7 @@ shape facts; the route's shared-memory and workspace figures come from its confi
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -27,6 +28,8 @@ from gvr_kernels.routing import (
     REGISTER_WIDE_N,
     SMALL_ROW_N,
     SPLIT_MIN_N,
+    _cluster_core,
+    _cluster_split_replaces,
     cluster_split_route,
     max_workspace_words,
     route_dynamic,
@@ -196,16 +199,14 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     # form of those whose launches reach BLOCK_SKIP_MIN_BYTES
     skip = [c for c in streaming if c.block_skip]
     streaming = [c for c in streaming if not c.block_skip]
-    # the cluster split of float32 decode launches (``_cluster_split_size``): 8 CTAs a row,
-    # with the values and tie variants
+    # the cluster split of float32 decode launches (``_cluster_split_replaces``): 8 CTAs a row,
+    # without values (as the cluster family's route it replaces), in both tie modes
     xsplit = [c for c in streaming if c.cluster]
     streaming = [c for c in streaming if not c.cluster]
     assert {(c.cluster, c.mode, c.dtype, c.split, c.ragged) for c in xsplit} == {
         (8, "decode", "float32", True, False)
     }
-    assert {(c.with_values, c.deterministic) for c in xsplit} == {
-        (v, d) for v in (False, True) for d in (False, True)
-    }
+    assert {(c.with_values, c.deterministic) for c in xsplit} == {(False, False), (False, True)}
     # and the preloading form of the float32 decode / full split (three chunk sizes)
     pre = [c for c in streaming if c.preload]
     streaming = [c for c in streaming if not c.preload]
@@ -263,19 +264,8 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     }
 
     # The B200 preset keeps the portable cluster size: no 16-CTA cluster.
-    # (the cluster splits' cells depend on the SMs: compared apart, below)
-    def portable(configs):
-        return {
-            c.name
-            for c in configs
-            if getattr(c, "cluster", 0) != 16 and not (c.family == "streaming" and c.cluster)
-        }
-
-    # (a ninth row of 8 CTAs fits half the B200's SMs: the cluster family's decode route of
-    # 8 x 1024 threads there, which the H200 replaced by the cluster split)
-    extra = portable(routed_configs(B200)) - portable(cfgs)
-    assert portable(cfgs) <= portable(routed_configs(B200))
-    assert extra and all(n.startswith("cluster_decode_x8_t1024_") for n in extra)
+    portable = {c.name for c in cfgs if getattr(c, "cluster", 0) != 16}
+    assert {c.name for c in routed_configs(B200)} == portable
 
 
 def test_register_family_where_it_is_measured_faster():
@@ -362,7 +352,7 @@ def test_cluster_family_where_it_is_measured_faster():
             assert r.grid == 16 * (half // 16) and c.max_n == CLUSTER_WIDE_N
     wide = route_static(H200, rows=half // 16 + 1, n_env=CLUSTER_MAX_N + 1, k=1024, mode="full")
     assert wide.family == "cluster" and wide.config.bracket and wide.config.cluster == 8
-    # (float32 decode launches there take the cluster split: _cluster_split_size)
+    # (float32 decode launches there take the cluster split: _cluster_split_replaces)
     wide = route_static(H200, rows=half // 16 + 1, n_env=CLUSTER_MAX_N + 1, k=1024)
     assert wide.family == "streaming" and wide.config.cluster == 8
     assert route_static(H200, rows=half // 16 + 1, n_env=CLUSTER_MAX_N + 1, k=512).family == (
@@ -699,42 +689,39 @@ def test_cluster_split_configurations_and_routes():
 
 @pytest.mark.parametrize("spec", [H200, B200], ids=["h200", "b200"])
 def test_cluster_split_where_it_is_measured_faster(spec):
-    """``route_static`` takes the cluster split only in the measured float32 decode cells
-    (``_cluster_split_size``), and the launch it returns is ``cluster_split_route``'s."""
-    cells = [
-        (5, 65537, 513, 8),
-        (8, 131072, 1024, 8),
-        (6, 100000, 2048, 8),
-    ]
-    for rows, n_env, k, cluster in cells:
-        r = route_static(spec, rows=rows, n_env=n_env, k=k, with_values=True)
-        want = cluster_split_route(
-            spec, rows=rows, n_env=n_env, k=k, cluster=cluster, with_values=True
-        )
-        assert r == want, (rows, n_env, k)
-        assert (r.grid, r.parts, r.workspace_words) == (rows * cluster, cluster, 0)
-    # neighbours outside the measured cells keep their routes
-    outside = [
-        dict(rows=8, n_env=32768, k=2048),
-        dict(rows=8, n_env=65536, k=2048),
-        dict(rows=4, n_env=131072, k=1024),
-        dict(rows=9, n_env=131072, k=1024),
-        dict(rows=8, n_env=131072, k=512),
-        dict(rows=8, n_env=131073, k=1024),
-        dict(rows=8, n_env=131072, k=1024, mode="prefill"),
-        dict(rows=8, n_env=131072, k=1024, mode="full"),
-        dict(rows=8, n_env=131072, k=1024, dtype="bfloat16"),
-    ]
-    for kw in outside:
-        assert (
-            not getattr(route_static(spec, **kw).config, "cluster", 0)
-            or route_static(spec, **kw).family == "cluster"
-        ), kw
+    """``route_static`` takes the cluster split exactly where the cluster family would run a
+    float32 decode row on eight 1024-thread CTAs (``_cluster_split_replaces``), with the
+    launch ``cluster_split_route`` gives; every other launch keeps its route."""
+    seen = 0
+    for rows, n_env, k, mode, values, det, dtype in itertools.product(
+        (1, 4, 5, 8, 9, 10, 17),
+        (65536, 65537, 131072, 131073),
+        (512, 513, 2048),
+        ("decode", "prefill", "full"),
+        (False, True),
+        (False, True),
+        ("float32", "bfloat16"),
+    ):
+        kw = dict(rows=rows, n_env=n_env, k=k, mode=mode, with_values=values, deterministic=det)
+        r = route_static(spec, dtype=dtype, **kw)
+        clu = _cluster_core(spec, rows, n_env, k, mode, values, dtype, det)
+        if clu is not None and _cluster_split_replaces(clu, mode):
+            seen += 1
+            assert r == cluster_split_route(spec, cluster=8, dtype=dtype, **kw), kw
+            assert (r.grid, r.parts, r.workspace_words) == (rows * 8, 8, 0)
+            assert mode == "decode" and dtype == "float32" and not values and k > 512
+            assert 65536 < n_env <= 131072 and 8 * rows <= spec.sm_count // 2
+        else:
+            assert r.family == "cluster" or not getattr(r.config, "cluster", 0), kw
+    assert seen
+    # the measured cell, and its neighbours on the H200
+    if spec is H200:
+        assert route_static(H200, rows=8, n_env=131072, k=1024).config.cluster == 8
+        assert route_static(H200, rows=8, n_env=131072, k=1024).family == "streaming"
+        assert route_static(H200, rows=4, n_env=131072, k=1024).family == "cluster"  # x16
+        assert not route_static(H200, rows=9, n_env=131072, k=1024).config.cluster
+        full = route_static(H200, rows=8, n_env=131072, k=1024, mode="full")
+        assert full.family == "cluster" and full.config.cluster == 8
     # (these launches are far below the block-skip sizes: the maxima change nothing)
     kw = dict(rows=8, n_env=131072, k=1024)
     assert route_static(spec, **kw, block_skip=True) == route_static(spec, **kw)
-    # a device that schedules no cluster of 8 keeps the routes it had
-    small = DeviceSpec("four", "sm_90a", 132, 232448, 233472, 4, 50 * 1024 * 1024)
-    assert not getattr(route_static(small, **kw).config, "cluster", 0) or (
-        route_static(small, **kw).family == "cluster"
-    )

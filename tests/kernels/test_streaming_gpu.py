@@ -436,8 +436,9 @@ def test_split_rows_meet_on_survivor_bins(kp, rows, k, det):
 
 
 #: (cluster, k, rows, width, next_n, compress_ratio): cluster split launches, forced
-#: (``gvr_kernels.routing.cluster_split_route``), the routed cells
-#: (``gvr_kernels.routing._cluster_split_size``) first.
+#: (``gvr_kernels.routing.cluster_split_route``); the third is a routed cell
+#: (``gvr_kernels.routing._cluster_split_replaces``), the first two the cells at 32,768
+#: scores it was measured at and not routed to.
 CLUSTER_SPLITS = [
     (8, 2048, 8, 32768, 1, 1),
     (4, 2048, 16, 30000, 1, 1),

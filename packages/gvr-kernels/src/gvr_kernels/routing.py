@@ -559,22 +559,21 @@ def route_static(
     unknown = set(families) - set(FAMILY_NAMES)
     if unknown:
         raise ValueError(f"families must be among {FAMILY_NAMES}, got {sorted(unknown)}")
-    split_cluster = _cluster_split_size(spec, rows, n_env, k, mode, dtype)
-    if split_cluster:
-        return cluster_split_route(
-            spec,
-            rows=rows,
-            n_env=n_env,
-            k=k,
-            cluster=split_cluster,
-            mode=mode,
-            with_values=with_values,
-            deterministic=deterministic,
-        )
     reg = clu = None
     if "cluster" in families:
         clu = _cluster_core(spec, rows, n_env, k, mode, with_values, dtype, deterministic)
     if clu is not None and clu.smem_bytes <= spec.smem_per_block:
+        if _cluster_split_replaces(clu, mode):
+            return cluster_split_route(
+                spec,
+                rows=rows,
+                n_env=n_env,
+                k=k,
+                cluster=clu.cluster,
+                mode=mode,
+                with_values=with_values,
+                deterministic=deterministic,
+            )
         config = replace(clu, mode=mode, with_values=with_values, deterministic=deterministic)
         return Route(
             config=config, parts=1, grid=rows * clu.cluster, workspace_words=0, n_env=n_env
@@ -654,37 +653,25 @@ def route_static(
     )
 
 
-#: The rows of the launches that take the cluster split (``_cluster_split_size``), and its CTAs
-#: a row.
-CLUSTER_SPLIT_ROWS = (5, 8)
-CLUSTER_SPLIT_SIZE = 8
+def _cluster_split_replaces(clu: ClusterConfig, mode: str) -> bool:
+    """Whether the cluster split of as many CTAs a row replaces the cluster family's route
+    ``clu`` (:func:`route_static`): its eight 1024-thread CTAs a row (float32 envelopes of
+    65,537-131,072 at K > 512, decode and full rows without values, :func:`_cluster_core`),
+    for decode rows.
 
-
-def _cluster_split_size(
-    spec: DeviceSpec, rows: int, n_env: int, k: int, mode: str, dtype: str
-) -> int:
-    """The cluster size of the cluster split :func:`route_static` chooses, or 0 for none.
-
-    Float32 decode launches of 5 to 8 rows over envelopes in (65536, 131072] scores at K above
-    512, where the cluster family's route cuts each row across eight 1024-thread CTAs and the
-    cluster split of eight CTAs was measured faster on the H200 on uniform and serving-like
-    ragged rows alike (``benchmarks/results/h200/tune_cluster_split.log``: 8 rows, K = 1024,
-    14.9 / 14.2 us against 12.9 / 12.0 us; ``bench_cluster_split_co.json``). Elsewhere it
-    lost or was not measured: at K = 2048 over 32,768 scores it beat the register route on
-    gaussian rows (11.2 against 13.5 us at 8 rows) but not on the real rows
-    (``bench_cluster_split_co.json``: 17.0 against 14.2 us), whose survivors crowd the ends
-    of the row (attention sink and recency), so that a contiguous split leaves most of them to
-    one or two CTAs while the register route reads the row in one CTA.
+    Measured on the H200 at 8 rows (``benchmarks/results/h200/tune_cluster_split.log``, raw
+    kernel times, uniform / serving-like ragged rows): K = 1024 14.9 / 14.2 us on the cluster
+    family against 12.9 / 12.0 us on the cluster split, K = 2048 14.9 / 14.2 against 13.4 /
+    12.1; through the API 15.3 -> 13.2 and 15.2 -> 13.6 us replayed
+    (``bench_cluster_split_co.json``). Full rows were not measured. Elsewhere the cluster split
+    was slower or unmeasured: at K = 2048 over 32,768 scores it beat the register route on
+    gaussian rows (11.2 against 13.5 us at 8 rows) but not on the real rows (17.0 against
+    14.2 us), whose survivors crowd the ends of the row (attention sink and recency), so that a
+    contiguous split leaves most of them to one or two CTAs while the register route reads the
+    row in one CTA (the likely cause; not yet confirmed by the phase stamps). The cluster
+    family's own route cuts the row into eight contiguous chunks as the cluster split does.
     """
-    # (at most 8 x 131,072 float32 scores: far below the block-skip sizes)
-    if mode != "decode" or dtype != "float32":
-        return 0
-    lo, hi = CLUSTER_SPLIT_ROWS
-    if not (k > 512 and 65536 < n_env <= 131072 and lo <= rows <= hi):
-        return 0
-    if CLUSTER_SPLIT_SIZE > spec.max_cluster_size or rows * CLUSTER_SPLIT_SIZE > spec.sm_count:
-        return 0
-    return CLUSTER_SPLIT_SIZE
+    return mode == "decode" and clu.dtype == "float32" and (clu.cluster, clu.threads) == (8, 1024)
 
 
 def cluster_split_route(
@@ -702,7 +689,7 @@ def cluster_split_route(
     """A cluster split launch (``StreamingConfig.cluster``): the split core with each row's
     ``cluster`` CTAs in one thread-block cluster, meeting through distributed shared memory
     instead of the workspace (grid ``rows * cluster``, no workspace). :func:`route_static`
-    chooses it in the cells of :func:`_cluster_split_size`; the device tests and
+    chooses it where :func:`_cluster_split_replaces` says; the device tests and
     ``tools/tune_cluster_split.py`` launch any cell through this.
 
     Raises:
@@ -774,8 +761,6 @@ def routed_configs(
     bulk = BULK_ROWS_PER_SM * s
     edges = {1, 2, h // 8, h // 8 + 1, h // 4, h // 4 + 1, h // 2, h // 2 + 1, h, h + 1, s}
     edges |= {s + 1, bulk, bulk + 1}
-    lo, hi = CLUSTER_SPLIT_ROWS
-    edges |= {lo - 1, lo, hi, hi + 1}
     for rows in sorted(edges | {4 * s}):
         for n_env in (
             2048,
