@@ -4,6 +4,7 @@
     python3 tools/time_split_phases.py --ns 262144 --ks 512 --batches 1,8
     python3 tools/time_split_phases.py --ns 65536 --batches 64 --cluster 2   # a cluster split
     python3 tools/time_split_phases.py --rows-from real.safetensors --row 7 --ks 2048 --cluster 8
+    python3 tools/time_split_phases.py --rows-from real.safetensors --row 7 --ks 2048 --split 8
 
 Each cell is routed as the dispatcher routes a decode call (``gvr_kernels.routing.route_static``)
 and must land on a split streaming configuration. That configuration is compiled twice: as
@@ -82,14 +83,33 @@ def main() -> None:
             help="time the cluster split of this many CTAs a row "
             "(gvr_kernels.routing.cluster_split_route) instead of the routed launch",
         )  # fmt: skip
+        ap.add_argument(
+            "--split", type=int, default=0,
+            help="time the workspace split of this many CTAs a row (the cluster split's core "
+            "without the cluster) instead of the routed launch",
+        )  # fmt: skip
 
     args = cell_args("131072,262144", extra)
     route_of = None
+    if args.cluster and args.split:
+        raise SystemExit("--cluster and --split: one or the other")
     if args.cluster:
         from gvr_kernels.routing import cluster_split_route
 
         def route_of(spec, rows, n, k):
             return cluster_split_route(spec, rows=rows, n_env=n, k=k, cluster=args.cluster)
+
+    elif args.split:
+        from dataclasses import replace
+
+        from gvr_kernels.routing import Route, cluster_split_route
+
+        def route_of(spec, rows, n, k):
+            # (the cluster split's core and preload for this many CTAs, meeting in the workspace)
+            xs = cluster_split_route(spec, rows=rows, n_env=n, k=k, cluster=args.split)
+            cfg = replace(xs.config, cluster=0)
+            words = rows * cfg.workspace_words_per_row
+            return Route(config=cfg, parts=args.split, grid=xs.grid, workspace_words=words, n_env=n)
 
     names = ("entry",) + STAMPS[1:] + ("others", "total")
     time_phases(args, skip, read, names, route_of=route_of)
