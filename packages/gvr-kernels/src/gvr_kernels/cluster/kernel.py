@@ -79,15 +79,14 @@ from ..device.cluster import (
     store_async,
     store_remote,
 )
-from ..device.keys import KEY_MAX, format_key_of, order_key, vector_bits, widen_bits
+from ..device.keys import KEY_MAX, format_key_of, order_key, widen_bits
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import load_score, load_vec4, load_vec4_if
 from ..device.ops import DEVICE_OPS, umax, umin
 from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import emit_rule, emit_ties_in_order, narrow, select_and_emit
 from ..device.shared import ctl_u32, record_path
 from ..device.staging import packed_warp_slots, warp_slots
-from ..device.window import load_limit, row_window, write_short_row
+from ..device.window import held_vectors, issue_vectors, load_limit, row_window, write_short_row
 from .config import BRACKET_BINS, CTL_WORDS, HIST_BINS, SMEM_ALIGN, ClusterConfig
 
 __all__ = ["ClusterTopK", "allocate_shared"]
@@ -184,7 +183,10 @@ class ClusterTopK:
         if const_expr(cfg.early_loads):
             # This CTA's vectors go out before any branch on the row's length, addressed
             # within the logits width: they do not wait for kv_lens.
-            raw = self._issue_vectors(base, load_limit(cfg.mode, logits, nvec, fmt), rank)
+            lim = load_limit(cfg.mode, logits, nvec, fmt)
+            raw = issue_vectors(
+                base, rank * (cfg.threads * cfg.vecs), lim, cfg.threads, cfg.vecs, fmt
+            )
 
         # Every CTA of the cluster sees the same window, so all take the same branch.
         if n <= k:
@@ -269,22 +271,6 @@ class ClusterTopK:
         return RegisterRow(keys, p0, t_pos), top, thread_sample_key(cfg.vecs, keys, vec)
 
     @cute.jit
-    def _issue_vectors(self, base, lim: Int32, rank: Int32):
-        """Issue this CTA's 16-byte loads (vector ``r V + tid + j * threads``, predicated on
-        being below ``lim``: no other vector is read), all before any is used: the raw bits of
-        each vector's scores (zeros where not read)."""
-        cfg = self.cfg
-        tid, _, _ = cute.arch.thread_idx()
-        v0 = rank * (cfg.threads * cfg.vecs)
-        fmt = cfg.key_format
-        raw = []
-        for j in cutlass.range_constexpr(cfg.vecs):
-            v = v0 + tid + j * cfg.threads
-            at = (base + Int64(v) * Int64(fmt.vec)).toint()
-            raw.append(vector_bits(load_vec4_if(at, Uint32(cutlass.select_(v < lim, 1, 0))), fmt))
-        return raw
-
-    @cute.jit
     def _issue_loads(self, win, rank: Int32, raw):
         """This CTA's vectors (``raw``, already in flight with ``early_loads``; else issued
         here, vector ``r V + tid + j * threads``, a missing one reading position 0 and
@@ -293,23 +279,13 @@ class ClusterTopK:
         holds a tail score, its bits)``."""
         cfg = self.cfg
         tid, _, _ = cute.arch.thread_idx()
-        base, lead, nvec, tail_start, n = win
-        fmt = cfg.key_format
+        _base, _lead, _nvec, tail_start, n = win
         t_pos = tail_start + cute.arch.lane_idx()
         tail_ok = (rank == cfg.cluster - 1) & (tid // 32 == 0) & (t_pos < n)
-        if const_expr(raw is None):
-            v0 = rank * (cfg.threads * cfg.vecs)
-            raw = []
-            for j in cutlass.range_constexpr(cfg.vecs):
-                v = v0 + tid + j * cfg.threads
-                at = Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(fmt.vec)
-                raw.append(vector_bits(load_vec4(base + at), fmt))
-            tail_bits = load_score(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))), fmt)
-        else:
-            # Only where the row has a tail: its address needs the length.
-            tail_bits = Uint32(0)
-            if tail_ok:
-                tail_bits = load_score(base + (lead + t_pos), fmt)
+        v0 = rank * (cfg.threads * cfg.vecs)
+        raw, tail_bits = held_vectors(
+            win, v0, t_pos, tail_ok, raw, cfg.threads, cfg.vecs, cfg.key_format
+        )
         return raw, t_pos, tail_ok, tail_bits
 
     @cute.jit

@@ -20,10 +20,17 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64, Uint32, const_expr
 
-from .keys import F32, format_of
-from .memory import load_score, store_score
+from .keys import F32, format_of, vector_bits
+from .memory import load_score, load_vec4, load_vec4_if, store_score
 
-__all__ = ["row_window", "load_limit", "window_column", "write_short_row"]
+__all__ = [
+    "row_window",
+    "load_limit",
+    "issue_vectors",
+    "held_vectors",
+    "window_column",
+    "write_short_row",
+]
 
 
 @cute.jit
@@ -74,6 +81,63 @@ def load_limit(
     if const_expr(mode == "decode" and early):
         lim = logits.shape[1] >> Int32(fmt.vec.bit_length() - 1)
     return lim
+
+
+@cute.jit
+def issue_vectors(
+    base,
+    v0: Int32,
+    lim: Int32,
+    threads: cutlass.Constexpr,
+    vecs: cutlass.Constexpr,
+    fmt: cutlass.Constexpr = F32,
+):
+    """Issue this thread's 16-byte loads of vectors ``v0 + tid + j * threads`` (``j < vecs``),
+    each predicated on being below ``lim`` (:func:`load_limit`: no other vector is read, so a
+    window with no whole vector reads nothing), all before any is used: the raw bits of each
+    vector's scores (zeros where not read)."""
+    tid, _, _ = cute.arch.thread_idx()
+    raw = []
+    for j in cutlass.range_constexpr(vecs):
+        v = v0 + tid + j * threads
+        at = (base + Int64(v) * Int64(fmt.vec)).toint()
+        raw.append(vector_bits(load_vec4_if(at, Uint32(cutlass.select_(v < lim, 1, 0))), fmt))
+    return raw
+
+
+@cute.jit
+def held_vectors(
+    win,
+    v0: Int32,
+    t_pos: Int32,
+    tail_ok,
+    raw,
+    threads: cutlass.Constexpr,
+    vecs: cutlass.Constexpr,
+    fmt: cutlass.Constexpr = F32,
+):
+    """The register-resident families' loads of a row's window ``win``
+    (``(base, lead, nvec, tail_start, n)``): the vectors ``v0 + tid + j * threads`` and, where
+    ``tail_ok``, the tail score at ``t_pos``, all in flight before any is used. ``raw``: the
+    vectors' raw bits already issued (:func:`issue_vectors`, before the row's length was
+    known), or None to issue them here, a vector past the window reading vector 0 (every row
+    holds it; its scores are masked by position afterwards). Returns ``(the raw bits of each
+    vector's scores, the tail score's bits)`` (the tail: zero where not ``tail_ok``)."""
+    base, lead, nvec, _tail_start, _n = win
+    tid, _, _ = cute.arch.thread_idx()
+    tail_bits = Uint32(0)
+    if const_expr(raw is None):
+        raw = []
+        for j in cutlass.range_constexpr(vecs):
+            v = v0 + tid + j * threads
+            at = Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(fmt.vec)
+            raw.append(vector_bits(load_vec4(base + at), fmt))
+        tail_bits = load_score(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))), fmt)
+    else:
+        # (only where the row has a tail: its address needs the length)
+        if tail_ok:
+            tail_bits = load_score(base + (lead + t_pos), fmt)
+    return raw, tail_bits
 
 
 @cute.jit

@@ -54,7 +54,7 @@ from __future__ import annotations
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, Int64, Uint32, const_expr
+from cutlass import Int32, Uint32, const_expr
 from gvr_reference.model import Path
 from gvr_reference.register_model import CROWD_MIN, RANK_MAX, register_plan
 
@@ -74,9 +74,8 @@ from ..device.bracket import (
     spill_floor,
     write_masked,
 )
-from ..device.keys import KEY_MAX, format_key_of, order_key, vector_bits, widen_bits
+from ..device.keys import KEY_MAX, format_key_of, order_key, widen_bits
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, RegisterRow, Source, Window
-from ..device.memory import load_score, load_vec4, load_vec4_if
 from ..device.ops import DEVICE_OPS, umax
 from ..device.sampling import sample_slot, thread_sample_key
 from ..device.select import (
@@ -86,7 +85,7 @@ from ..device.select import (
 )
 from ..device.shared import record_path, stamp_phase
 from ..device.staging import packed_warp_slots, stage_selected
-from ..device.window import load_limit, row_window, write_short_row
+from ..device.window import held_vectors, issue_vectors, load_limit, row_window, write_short_row
 from .config import (
     CTL_WORDS,
     HIST_BINS,
@@ -179,7 +178,8 @@ class RegisterTopK:
         if const_expr(cfg.early_loads):
             # The row's vectors go out before any branch on its length, addressed within the
             # logits width: they do not wait for kv_lens.
-            raw = self._issue_vectors(base, load_limit(cfg.mode, logits, nvec, fmt))
+            lim = load_limit(cfg.mode, logits, nvec, fmt)
+            raw = issue_vectors(base, Int32(0), lim, cfg.threads, cfg.vecs, fmt)
 
         if n <= k:
             write_short_row(cfg, out, values, base, lead, row, n, k)
@@ -208,21 +208,6 @@ class RegisterTopK:
             sh.ctl[tid] = Int32(0)
 
     @cute.jit
-    def _issue_vectors(self, base, lim: Int32):
-        """Issue this thread's 16-byte loads (vector ``tid + j * threads``, predicated on being
-        below ``lim``: no other vector is read, so a window with no whole vector reads nothing),
-        all before any is used: the raw bits of each vector's scores (zeros where not read)."""
-        cfg = self.cfg
-        fmt = cfg.key_format
-        tid, _, _ = cute.arch.thread_idx()
-        raw = []
-        for j in cutlass.range_constexpr(cfg.vecs):
-            v = tid + j * cfg.threads
-            at = (base + Int64(v) * Int64(fmt.vec)).toint()
-            raw.append(vector_bits(load_vec4_if(at, Uint32(cutlass.select_(v < lim, 1, 0))), fmt))
-        return raw
-
-    @cute.jit
     def _held_row(self, sh, out, values, paths, win, row: Int32, k: Int32, raw):
         cfg = self.cfg
         fmt = cfg.key_format
@@ -238,17 +223,7 @@ class RegisterTopK:
         # only where the row has any)
         t_pos = tail_start + lane
         tail_ok = (warp_id == 0) & (t_pos < n)
-        if const_expr(raw is None):
-            raw = []
-            for j in cutlass.range_constexpr(cfg.vecs):
-                v = tid + j * threads
-                at = Int64(cutlass.select_(v < nvec, v, Int32(0))) * Int64(vec)
-                raw.append(vector_bits(load_vec4(base + at), fmt))
-            tail_bits = load_score(base + (lead + cutlass.select_(tail_ok, t_pos, Int32(0))), fmt)
-        else:
-            tail_bits = Uint32(0)
-            if tail_ok:
-                tail_bits = load_score(base + (lead + t_pos), fmt)
+        raw, tail_bits = held_vectors(win, Int32(0), t_pos, tail_ok, raw, threads, cfg.vecs, fmt)
         self._zero_shared(sh)
 
         p0 = tid * vec - lead
