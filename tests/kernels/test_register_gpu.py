@@ -338,6 +338,57 @@ def forced_paths(kp, case, early):
     ROWS_CHECKED["n"] += b
 
 
+@pytest.mark.parametrize("shape", [(1024, 8), (512, 4)], ids=["t1024v8", "t512v4"])
+def test_dense_rows_match_the_model(kp, shape):
+    """Dense rows (``RegisterConfig.dense_min = 2``) at K = 2048: rows of 4,097 to 4 K scores
+    take the sampled paths (the first rung, a rung too high, a crowded tie class) where
+    without dense rows they are unsampled, rows of at most 2 K stay unsampled; the recorded
+    path equals the CPU model's and every answer is exact, with values and without."""
+    from gvr_reference.ladder import dense_aim
+    from gvr_reference.register_model import register_plan
+
+    threads, vecs = shape
+    k = 2048
+    cfg = config(threads, vecs, bracket=False, dense_min=2)
+    params = cfg.params
+    g = rng(16, threads, vecs)
+    b = 40
+    width = min(params.max_n, 4 * k)
+    x = g.standard_normal((b, width)).astype(np.float32)
+    kv = g.integers(2 * k + 1, width + 1, b).astype(np.int32)
+    for r in range(b):
+        n = int(kv[r])
+        pos = sample_positions(n, 0, params)
+        kind = r % 5
+        if kind == 1:  # the top sample ranks are huge: the rung is above the K-th key
+            j1 = register_plan(n, k, int(pos.size), 2, dense_min=2).j1
+            x[r, pos[:j1]] = 1000.0 + np.arange(j1, dtype=np.float32)
+        elif kind == 2:  # a crowded tie class at the rung
+            x[r, g.random(width) < 0.5] = 0.25
+        elif kind == 3:  # unsampled: at most 2 K scores
+            kv[r] = g.integers(k + 1, 2 * k + 1)
+        elif kind == 4:  # exactly 2 K + 1 and 4 K scores
+            kv[r] = [2 * k + 1, 4 * k][r % 2] if 4 * k <= width else 2 * k + 1
+    traces = [simulate_row(x[r, : kv[r]], k, params) for r in range(b)]
+    want = np.array([int(t.path) for t in traces])
+    # the gaussian rows of the band: the first rung, about 11 K / 8 keys staged
+    plain = [traces[r] for r in range(b) if r % 5 == 0]
+    assert all(t.path == Path.FIRST and k <= t.count1 <= 2 * dense_aim(k) for t in plain)
+    assert {Path.FIRST, Path.UNSAMPLED, Path.RESCUE_UNDERESTIMATE} <= {Path(int(v)) for v in want}
+    windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
+    logits = torch.from_numpy(x).cuda()
+    kvd = torch.from_numpy(kv).cuda()
+    out, _, paths, _ = launch(kp, cfg, "decode", logits, kvd, None, k, paths=True)
+    got = paths.cpu().numpy()
+    assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
+    report = validate.check_topk(x, windows, k, out.cpu().numpy())
+    assert report.ok, report.summary()
+    out, val, _, _ = launch(kp, cfg, "decode", logits, kvd, None, k, values=True)
+    report = validate.check_topk(x, windows, k, out.cpu().numpy(), val.cpu().numpy())
+    assert report.ok, report.summary()
+    ROWS_CHECKED["n"] += 2 * b
+
+
 @pytest.mark.parametrize("det", [False, True])
 @pytest.mark.parametrize(
     "case", BRACKET_CASES, ids=[f"t{t}v{v}-{d}" for (t, v), d in BRACKET_CASES]

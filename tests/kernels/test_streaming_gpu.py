@@ -8,6 +8,8 @@ ahead-of-time export (``GVR_AOT_DIR``) or are compiled on the spot.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import kernel_helpers as helpers
 import numpy as np
 import pytest
@@ -253,6 +255,64 @@ def test_forced_paths_match_the_model(kp, split):
     after_scan = Path.RESCUE_UNDERESTIMATE if split else Path.RETRY
     assert any(t.crowded and t.path == after_scan for t in traces)
     assert any(t.crowded and t.path == Path.FIRST for t in traces)
+    report = validate.check_topk(x, windows, k, out.cpu().numpy())
+    assert report.ok, report.summary()
+    ROWS_CHECKED["n"] += b
+
+
+@pytest.mark.parametrize("split", [False, True, "bulk"])
+def test_dense_rows_match_the_model(kp, split):
+    """Dense rows (``StreamingConfig.dense_min = 2``) at K = 2048: rows of (2 K, 2 aim]
+    scores take the sampled paths (the first rung, a rung too high, a crowded tie class)
+    where without dense rows they are unsampled; rows of at most 2 K stay unsampled. One
+    CTA a row, a static split, a ragged split of many rows; the recorded path equals the CPU
+    model's and every answer is exact."""
+    from gvr_reference.ladder import dense_aim
+
+    k, n = 2048, 131076
+    b = {False: RAGGED_BULK_MAX_ROWS + 88, True: 24, "bulk": 140}[split]
+    route = route_static(kp.spec, rows=b, n_env=n, k=k)
+    assert (route.parts > 1) == bool(split) and route.config.ragged == (split == "bulk")
+    route = replace(route, config=replace(route.config, dense_min=2))
+    params = route.ladder
+    top = 2 * k * params.aim_mult
+    g = rng(17, [False, True, "bulk"].index(split))
+    x = g.standard_normal((b, n)).astype(np.float32)
+    kv = g.integers(2 * k + 1, top + 1, b).astype(np.int32)
+    for r in range(b):
+        kind = r % 6
+        if kind == 1:  # the top sample ranks are huge: the rung is above the K-th key
+            pos, plan = _sampled_positions(int(kv[r]), k, params)
+            x[r, pos[: plan.j1]] = 1000.0 + np.arange(plan.j1, dtype=np.float32)
+        elif kind == 2:  # a tie class of 60 % at the rung
+            x[r, g.random(n) < 0.6] = 0.5
+        elif kind == 3:  # unsampled: at most 2 K scores
+            kv[r] = g.integers(k + 1, 2 * k + 1)
+        elif kind == 4:  # the band's ends
+            kv[r] = [2 * k + 1, top][r % 2]
+        elif kind == 5:  # longer rows: sampled as without dense rows
+            kv[r] = g.integers(top + 1, n + 1)
+    windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
+    parts = np.full(b, route.parts, np.int64)
+    if route.config.ragged:
+        parts = ragged_parts(kv, route.grid, MIN_PART)
+    traces = [
+        simulate_row(x[r, : kv[r]], k, ModelConfig(params, parts=int(parts[r]))) for r in range(b)
+    ]
+    want = np.array([int(t.path) for t in traces])
+    # the gaussian rows of the band: the first rung, about 11 K / 8 survivors
+    plain = [traces[r] for r in range(b) if r % 6 == 0]
+    assert all(t.path == Path.FIRST and k <= t.count1 <= 2 * dense_aim(k) for t in plain)
+    assert Path.UNSAMPLED in {t.path for t in traces}
+    logits = torch.from_numpy(x).cuda()
+    out, _, paths, _ = kp.launch(
+        "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True, route=route
+    )
+    got = paths.cpu().numpy()
+    if route.config.ragged:
+        assert np.array_equal(got >> 8, parts), (got >> 8, parts)
+        got = got & 0xFF
+    assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
     report = validate.check_topk(x, windows, k, out.cpu().numpy())
     assert report.ok, report.summary()
     ROWS_CHECKED["n"] += b

@@ -32,6 +32,7 @@ __all__ = [
     "SAMPLE_BLOCK_VECS",
     "PY_OPS",
     "MAX_ROW_LENGTH",
+    "dense_aim",
 ]
 
 #: Longest row the int32 ladder arithmetic is exact for (products stay below 2**31).
@@ -65,6 +66,13 @@ class LadderParams:
         aim_boost: the first rung may aim at up to ``aim_boost * aim`` survivors while that
             stays within a quarter of the capacity (``RowPlan.j1``): more sample hits above the
             rung, so a tighter survivor count, for a larger staging and selection.
+        dense_min: 0, or the *dense* rows' floor: a row of more than ``dense_min * k`` scores
+            that the aim would leave unsampled (at most ``2 * aim``) is sampled, its rung
+            aiming at :func:`dense_aim` survivors (no boost): a rung of a few thousand
+            survivors instead of staging and selecting every score. The dense aim and the
+            gate on ``n > 2 k`` are those of upstream GVR V2's ``small_dense`` rows
+            (TensorRT-LLM's V2 kernels, the ladder scalars: ``../shared/docs/gvr-algorithm.md``
+            section 2.2). At least 2 when set.
     """
 
     capacity: int
@@ -74,6 +82,7 @@ class LadderParams:
     retry_mult: int = 3
     vec: int = 4
     aim_boost: int = 1
+    dense_min: int = 0
 
     def __post_init__(self) -> None:
         if self.vec not in (4, 8):
@@ -87,6 +96,8 @@ class LadderParams:
         for name in ("aim_mult", "min_hits", "retry_mult", "aim_boost"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.dense_min != 0 and self.dense_min < 2:
+            raise ValueError(f"dense_min must be 0 or >= 2, got {self.dense_min}")
 
     def aim(self, k: int) -> int:
         """Survivors the first rung aims at (host form)."""
@@ -107,7 +118,8 @@ class RowPlan:
             (``vec``: :attr:`LadderParams.vec`).
         tail_start: first window position not covered by a whole vector (scalar loads).
         unsampled: the row is short enough to stage every element (threshold key 0): at
-            most ``2 * aim`` scores, or no whole vector (nothing to sample).
+            most ``2 * aim`` scores (and, with :attr:`LadderParams.dense_min`, at most
+            ``dense_min * k``), or no whole vector (nothing to sample).
         sample_vecs: number of sampled vectors (``vec`` scores each).
         sample_step: vector stride of the sample; sampled vector ``t`` is
             :func:`sample_vector` ``(t, sample_step)``, runs of :data:`SAMPLE_BLOCK_VECS`
@@ -143,6 +155,16 @@ def sample_vector(t: Any, step: Any) -> Any:
     return (t >> 2) * (step << 2) + (t & 3)
 
 
+def dense_aim(k: Any) -> Any:
+    """Survivors a dense row's rung aims at (:attr:`LadderParams.dense_min`): ``11 k / 8``,
+    rounded down, upstream GVR V2's aim for its ``small_dense`` rows (TensorRT-LLM's V2
+    kernels: ``../shared/docs/gvr-algorithm.md`` section 2.2). A rung at that sample rank
+    leaves fewer than ``k`` survivors with a probability that falls with the sample hits
+    above it (``RowPlan.j1``: at least ``11 * 1024 / 8 * 1024 / n`` of a 1,024-score sample);
+    then the row retries or is rescued, exactly. Integer operations only."""
+    return (k * 11) >> 3
+
+
 def row_plan(n: Any, k: Any, lead: Any, p: LadderParams, ops: Any = PY_OPS) -> RowPlan:
     """Compute the ladder of one row.
 
@@ -162,14 +184,22 @@ def row_plan(n: Any, k: Any, lead: Any, p: LadderParams, ops: Any = PY_OPS) -> R
     nvec = (lead + n) >> vshift
     tail_start = ops.max(nvec * vec - lead, 0)
     aim = k * p.aim_mult
-    # A row with no whole vector (16-bit rows of fewer than 8 scores past the lead, at K = 1)
-    # has nothing to sample: the sample's vector would lie past the window.
-    unsampled = (n <= aim * 2) | (nvec < 1)
     # The first rung may aim higher where the staging has room (up to a quarter of it, at
     # most aim_boost * aim): the survivor count of a rung at sample rank j spreads by about
     # 1 / sqrt(j), and a count below k costs a second pass, one above the capacity a whole-row
     # selection.
     rung_aim = ops.max(aim, ops.min(p.capacity // 4, aim * p.aim_boost))
+    short = n <= aim * 2
+    if p.dense_min:
+        # A dense row (more than dense_min * k scores, at most 2 aim) is sampled with the
+        # dense aim instead of staged whole.
+        dense = short & (n > k * p.dense_min)
+        aim = ops.select(dense, dense_aim(k), aim)
+        rung_aim = ops.select(dense, aim, rung_aim)
+        short = short & (n <= k * p.dense_min)
+    # A row with no whole vector (16-bit rows of fewer than 8 scores past the lead, at K = 1)
+    # has nothing to sample: the sample's vector would lie past the window.
+    unsampled = short | (nvec < 1)
     # Sample size: about min_hits scores above the aim rung, within [1024, sample_max].
     s_target = ops.min(ops.max((n // aim) * p.min_hits, 1024), p.sample_max)
     sample_vecs = ops.max(ops.min(s_target >> vshift, nvec), 1)

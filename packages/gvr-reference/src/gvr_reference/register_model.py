@@ -46,7 +46,9 @@ exactly once. Per row:
       spread over the whole row at no memory cost. Slots outside the window do not count.
    b. **Rung.** Radix narrowing over the valid sample keys (range ``[1, key_max]``) finds
       ``T`` with ``j1 <= #(sample >= T) <= 2 j1``, ``j1 = aim * s / n`` (``s`` valid sample
-      keys, ``aim = aim_mult * k``). Rows with ``n <= 2 aim`` skip it (``T = 1``).
+      keys, ``aim = aim_mult * k``). Rows with ``n <= 2 aim`` skip it (``T = 1``), except,
+      with ``RegisterParams.dense_min``, rows of more than ``dense_min * k`` scores, whose
+      rung aims at ``gvr_reference.ladder.dense_aim(k)`` keys.
    c. **Stage.** The keys ``>= T`` (and their positions) go to a shared-memory staging
       buffer of ``capacity`` entries; all of them are counted (``count``), even past the
       capacity.
@@ -104,7 +106,7 @@ from .bracket import (
     fma32,
 )
 from .keys import format_keys, key_format, order_key
-from .ladder import PY_OPS
+from .ladder import PY_OPS, dense_aim
 from .model import Path, RowTrace, crowded_rung, rung_with_ties
 
 __all__ = [
@@ -194,6 +196,9 @@ class RegisterParams(VectorLayout):
         aim_mult: the rung aims at ``aim_mult * k`` keys at or above it.
         capacity: staging entries for the keys at or above the rung.
         bracket: rows take the bracket path where it applies (False: always sampled).
+        dense_min: 0, or rows of more than ``dense_min * k`` scores that the aim would leave
+            unsampled are sampled with the rung at the dense aim
+            (``gvr_reference.ladder.LadderParams.dense_min``).
         dtype: the logits format (``gvr_reference.keys.KEY_FORMATS``): a 16-byte vector holds
             ``vec`` scores (4 float32, 8 bfloat16 / float16). The bracket works on the exact
             float32 widening of the scores, the sampled path in the format's own key space.
@@ -205,6 +210,7 @@ class RegisterParams(VectorLayout):
     capacity: int = 8192
     bracket: bool = True
     dtype: str = "float32"
+    dense_min: int = 0
 
     def __post_init__(self) -> None:
         if self.threads < 32 or self.threads % 32:
@@ -215,6 +221,8 @@ class RegisterParams(VectorLayout):
             raise ValueError(f"aim_mult must be >= 1, got {self.aim_mult}")
         if self.capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
+        if self.dense_min != 0 and self.dense_min < 2:
+            raise ValueError(f"dense_min must be 0 or >= 2, got {self.dense_min}")
         key_format(self.dtype)
 
     @property
@@ -238,7 +246,9 @@ class RegisterPlan:
     j1: Any
 
 
-def register_plan(n: Any, k: Any, s_valid: Any, aim_mult: int, ops: Any = PY_OPS) -> RegisterPlan:
+def register_plan(
+    n: Any, k: Any, s_valid: Any, aim_mult: int, ops: Any = PY_OPS, dense_min: int = 0
+) -> RegisterPlan:
     """The rung plan of one row (integer arithmetic; ``ops`` as in ``gvr_reference.ladder``).
 
     Args:
@@ -246,9 +256,17 @@ def register_plan(n: Any, k: Any, s_valid: Any, aim_mult: int, ops: Any = PY_OPS
         k: top-K size.
         s_valid: valid sample keys of the row.
         aim_mult: compile-time aim multiplier.
+        dense_min: compile-time dense-row floor (``RegisterParams.dense_min``; 0: none): a
+            row of ``(dense_min * k, 2 aim]`` scores is sampled with the rung at
+            ``gvr_reference.ladder.dense_aim(k)``.
     """
     aim = k * aim_mult
-    unsampled = (n <= aim * 2) | (s_valid == 0)
+    short = n <= aim * 2
+    if dense_min:
+        dense = short & (n > k * dense_min)
+        aim = ops.select(dense, dense_aim(k), aim)
+        short = short & (n <= k * dense_min)
+    unsampled = short | (s_valid == 0)
     j1 = ops.min(ops.max((aim * s_valid) // ops.max(n, 1), 1), ops.max(s_valid, 1))
     return RegisterPlan(unsampled=unsampled, j1=j1)
 
@@ -337,7 +355,7 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
     if br is not None and not crowded_sample(thread_sample(keys, lead, p)):
         return bracket_trace(keys, br, k, p.capacity)
     pos = sample_positions(n, lead, p)
-    plan = register_plan(n, k, int(pos.size), p.aim_mult)
+    plan = register_plan(n, k, int(pos.size), p.aim_mult, dense_min=p.dense_min)
     if plan.unsampled:
         return RowTrace(Path.UNSAMPLED, n, t1=1, count1=n)
     fmt = key_format(p.dtype)

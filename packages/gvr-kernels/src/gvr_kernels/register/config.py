@@ -63,6 +63,9 @@ class RegisterConfig:
             the keys at or above the rung, at least 2048 (the largest K); more of them select
             from the registers instead.
         resident: CTAs per SM the register budget is built for (``min_blocks_per_mp``).
+        dense_min: 0, or rows of more than ``dense_min * k`` scores that the aim would leave
+            unsampled are sampled with the rung at ``11 k / 8`` keys
+            (``gvr_reference.register_model.RegisterParams.dense_min``).
         bracket: rows take the bracket histogram path (``gvr_reference.register_model``,
             steps 1-2) where it applies; False: every row takes the sampled path (for the
             shapes whose register budget the bracket code would overflow).
@@ -93,6 +96,7 @@ class RegisterConfig:
     aim_mult: int = 2
     capacity: int = 8192
     resident: int = 1
+    dense_min: int = 0
     bracket: bool = True
     with_values: bool = False
     deterministic: bool = False
@@ -153,6 +157,7 @@ class RegisterConfig:
             capacity=self.capacity,
             bracket=self.bracket,
             dtype=self.dtype,
+            dense_min=self.dense_min,
         )
 
     @property
@@ -211,6 +216,8 @@ class RegisterConfig:
             f"c{self.capacity}",
             f"r{self.resident}",
         ]
+        if self.dense_min:
+            parts.append(f"d{self.dense_min}")
         if not self.bracket:
             parts.append("nobracket")
         if self.dtype != "float32":

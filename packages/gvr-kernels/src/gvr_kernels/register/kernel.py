@@ -464,7 +464,7 @@ class RegisterTopK:
         threads = cfg.threads
         lane = cute.arch.lane_idx()
         keys = regs.keys
-        plan = register_plan(win.n, k, s_valid, cfg.aim_mult, DEVICE_OPS)
+        plan = register_plan(win.n, k, s_valid, cfg.aim_mult, DEVICE_OPS, cfg.dense_min)
         # ---- rung, then the keys at or above it staged (all of them counted)
         code = Int32(Path.UNSAMPLED)
         if not plan.unsampled:

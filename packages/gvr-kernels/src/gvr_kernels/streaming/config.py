@@ -123,6 +123,9 @@ class StreamingConfig:
         retry_mult: the retry rung sits at ``retry_mult`` times the first rung's sample rank.
         aim_boost: the first rung may aim at up to ``aim_boost * aim_mult * k`` survivors
             within a quarter of the capacity (``gvr_reference.ladder.LadderParams``).
+        dense_min: 0, or rows of more than ``dense_min * k`` scores that the aim would leave
+            unsampled are sampled with a rung aiming at ``11 k / 8`` survivors
+            (``gvr_reference.ladder.LadderParams.dense_min``, ``dense_aim``).
         with_values: also write the fp32 values of the selection (``-FLT_MAX`` beside ``-1``).
         deterministic: the K-th value's tie class yields its smallest indices.
         record_paths: write each row's path code (``gvr_reference.model.Path``) to a debug
@@ -178,6 +181,7 @@ class StreamingConfig:
     min_hits: int = 32
     retry_mult: int = 3
     aim_boost: int = 1
+    dense_min: int = 0
     with_values: bool = False
     deterministic: bool = False
     record_paths: bool = False
@@ -262,6 +266,7 @@ class StreamingConfig:
             retry_mult=self.retry_mult,
             vec=self.key_format.vec,
             aim_boost=self.aim_boost,
+            dense_min=self.dense_min,
         )
 
     @property
@@ -342,6 +347,8 @@ class StreamingConfig:
             parts.append(f"h{self.min_hits}r{self.retry_mult}")
         if self.aim_boost != 1:
             parts.append(f"b{self.aim_boost}")
+        if self.dense_min:
+            parts.append(f"d{self.dense_min}")
         if self.prefetch:
             parts.append(f"pf{self.prefetch}")
         if self.block_skip:

@@ -1,0 +1,113 @@
+"""Raw kernel times of dense rows (``StreamingConfig.dense_min`` / ``RegisterConfig.dense_min``:
+rows of more than ``dense_min * K`` scores that the aim would leave unsampled are sampled, the
+rung aiming at ``11 K / 8`` survivors, ``gvr_reference.ladder.dense_aim``) against the routed
+launch, on the GPU::
+
+    python3 tools/tune_dense.py > tune_dense.log
+    python3 tools/tune_dense.py --real-rows ../shared/data/real-rows > tune_dense.log
+
+Per cell the routed configuration and grid (``gvr_kernels.routing.route_static``) and the same
+launch with ``dense_min`` 2, 3 and 4 (cells routed to the cluster family, which has no dense
+rows, are left out). Three kinds of batches of float32 rows: gaussian rows whose lengths all
+lie in one band (``band n=L``: every row of ``L`` scores in an arena of ``width``), serving-like
+ragged lengths (``benchmarks/bench_topk.ragged_lengths``, the last row the full width), and,
+with ``--real-rows``, every file of the real rows at its own rows and width. Each configuration
+is exported ahead of time (in parallel), then launched directly
+(``gvr_kernels.abi.KernelArgs``); one CUDA-event median of 40 launches per cell, the L2 flushed
+before each, after a short bf16 matmul warm-up. Every timed launch's answer is checked first
+(the selected values equal ``torch.topk``'s over each row's window, as multisets): ``INEXACT``
+marks a cell that is not. Each line ends with the fastest dense variant over the routed time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+DENSE = (2, 3, 4)
+#: (width, rows, K, band length or None for ragged lengths)
+BANDS = [
+    (w, b, k, n)
+    for w, b in ((32768, 1), (32768, 8), (65536, 64))
+    for k, ns in ((2048, (4097, 6144, 8193, 12288)), (1024, (2049, 3072, 4097, 6144)))
+    for n in ns
+]
+RAGGED = [(w, b, k, None) for w in (65536, 262144) for b in (8, 64, 256) for k in (1024, 2048)]
+OUT = "/tmp/aot_tune_dense"
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+
+
+def variants(spec, rows, width, k):
+    """``[(label, config, parts)]`` of a decode cell: the routed launch and its dense variants,
+    or ``[]`` for a cell routed to a family without dense rows."""
+    from gvr_kernels import routing
+
+    r = routing.route_static(spec, rows=rows, n_env=width, k=k)
+    if r.config.family not in ("streaming", "register"):
+        return []
+    out = [("routed", r.config, r.parts)]
+    out += [(f"d{d}", replace(r.config, dense_min=d), r.parts) for d in DENSE]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--real-rows", type=Path, default=None, help="folder of real-row files")
+    args = ap.parse_args()
+    import numpy as np
+    import torch
+    from gvr_kernels.spec import spec_from_properties
+
+    real = []
+    if args.real_rows is not None:
+        from safetensors.torch import load_file
+
+        for f in sorted(args.real_rows.glob("*.safetensors")):
+            d = load_file(f)
+            for k in (512, 1024, 2048):
+                real.append((f.stem, d["logits"], d["lengths"], k))
+    spec = spec_from_properties(torch.cuda.get_device_properties(0))
+    cells = BANDS + RAGGED + [(lg.shape[1], lg.shape[0], k, name) for name, lg, _, k in real]
+    cfgs = {cfg for w, b, k, _ in cells for _, cfg, _ in variants(spec, b, w, k)}
+    import export_kernels as ek
+
+    aot = ek.export_all(sorted(cfgs, key=str), OUT, jobs=15)
+    from bench_topk import ragged_lengths
+    from device_streaming import timed_exact, timing_setup
+    from gvr_kernels.testing import KernelProvider
+
+    kp = KernelProvider(aot)
+    flush = timing_setup()
+    print(f"# tools/tune_dense.py on {torch.cuda.get_device_name()}: raw kernel times (us)")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    files = {name: (lg, lens) for name, lg, lens, _ in real}
+    for w, b, k, kind in cells:
+        vs = variants(kp.spec, b, w, k)
+        if not vs:
+            print(f"n={w} b={b} k={k} {kind or 'ragged'} | cluster family: not tuned", flush=True)
+            continue
+        if isinstance(kind, str):
+            lg, lens = files[kind]
+            lg, kv, label = lg.cuda(), lens.to(torch.int32).cuda(), kind
+        else:
+            lg = torch.randn(b, w, generator=g, device="cuda")
+            lens = np.full(b, kind) if kind else ragged_lengths(b, w)
+            kv = torch.from_numpy(lens.astype(np.int32)).cuda()
+            label = f"band n={kind}" if kind else "ragged"
+        line = [f"n={w} b={b} k={k} {label} | routed {vs[0][1].name} p{vs[0][2]}"]
+        times = {}
+        for name, cfg, parts in vs:
+            t, ok = timed_exact(kp, cfg, parts, lg, kv, k, flush)
+            times[name] = t
+            line.append(f"{name} {t:.1f}{'' if ok else ' INEXACT'}")
+        best = min((t, name) for name, t in times.items() if name != "routed")
+        line.append(f"best {best[1]} {best[0] / times['routed']:.2f}x routed")
+        print(" | ".join(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()
