@@ -6,7 +6,8 @@ Sets:
   routable      every configuration ``route_static`` can choose for the device (every family of
                 the registry), in every call mode with and without values and the
                 deterministic mode;
-  device-tests  ``routable`` plus the path-recording variants the forced-path tests use;
+  device-tests  ``routable`` plus the path-recording variants the forced-path tests use, and
+                the dense-row variants of ``test_dense_rows_match_the_model``;
   register      the register-resident configurations of ``tests/kernels/test_register_gpu.py``,
                 ``tools/tune_register.py`` and ``tools/sanitize_register.py``;
   cluster       the cluster-register configurations of ``tests/kernels/test_cluster_gpu.py``
@@ -84,6 +85,27 @@ def register_configs() -> list:
         base = RegisterConfig(threads=threads, vecs=vecs, resident=resident, capacity=capacity)
         out[replace(base, mode="prefill", with_values=True)] = None
         out[replace(base, with_values=True, deterministic=True)] = None
+    return list(out)
+
+
+def dense_configs() -> list:
+    """The dense-row configurations (``dense_min = 2``) of the streaming and register
+    ``test_dense_rows_match_the_model`` tests: the streaming routes of K = 2048 at 131,076
+    scores on one CTA a row, a static split and a ragged split (the tests' row counts), and
+    the 1024 x 8 / 512 x 4 register shapes without the bracket, recording paths and writing
+    values."""
+    from gvr_kernels.register import RegisterConfig
+    from gvr_kernels.routing import RAGGED_BULK_MAX_ROWS, route_static
+    from gvr_kernels.spec import H200
+
+    out = {}
+    for rows in (RAGGED_BULK_MAX_ROWS + 88, 24, 140):
+        cfg = route_static(H200, rows=rows, n_env=131076, k=2048).config
+        out[replace(cfg, dense_min=2, record_paths=True)] = None
+    for threads, vecs in ((1024, 8), (512, 4)):
+        base = RegisterConfig(threads=threads, vecs=vecs, bracket=False, dense_min=2)
+        out[replace(base, record_paths=True)] = None
+        out[replace(base, with_values=True)] = None
     return list(out)
 
 
@@ -202,7 +224,7 @@ def main() -> None:
     configs = sets[args.set]() if args.set in sets else list(routable_configs())
     if args.set == "device-tests":
         bases = {replace(c, mode="decode", with_values=False, deterministic=False) for c in configs}
-        configs += [replace(c, record_paths=True) for c in bases]
+        configs += [replace(c, record_paths=True) for c in bases] + dense_configs()
     parts = [p for p in args.match.split(",") if p]
     configs = [
         c

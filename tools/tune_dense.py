@@ -6,7 +6,8 @@ launch, on the GPU::
     python3 tools/tune_dense.py > tune_dense.log
     python3 tools/tune_dense.py --real-rows ../shared/data/real-rows > tune_dense.log
 
-Per cell the routed configuration and grid (``gvr_kernels.routing.route_static``) and the same
+Per cell the H200's routed configuration and grid (``gvr_kernels.routing.route_static`` with
+``gvr_kernels.spec.H200``, on whatever GPU runs the tool) and the same
 launch with ``dense_min`` 2, 3 and 4 (cells routed to the cluster family, which has no dense
 rows, are left out). Three kinds of batches of float32 rows: gaussian rows whose lengths all
 lie in one band (``band n=L``: every row of ``L`` scores in an arena of ``width``), serving-like
@@ -60,7 +61,7 @@ def main() -> None:
     args = ap.parse_args()
     import numpy as np
     import torch
-    from gvr_kernels.spec import spec_from_properties
+    from gvr_kernels.spec import H200
 
     real = []
     if args.real_rows is not None:
@@ -70,11 +71,11 @@ def main() -> None:
             d = load_file(f)
             for k in (512, 1024, 2048):
                 real.append((f.stem, d["logits"], d["lengths"], k))
-    spec = spec_from_properties(torch.cuda.get_device_properties(0))
     cells = BANDS + RAGGED + [(lg.shape[1], lg.shape[0], k, name) for name, lg, _, k in real]
-    cfgs = {cfg for w, b, k, _ in cells for _, cfg, _ in variants(spec, b, w, k)}
+    cfgs = {cfg for w, b, k, _ in cells for _, cfg, _ in variants(H200, b, w, k)}
     import export_kernels as ek
 
+    # (exported before CUDA starts: the export's pool forks)
     aot = ek.export_all(sorted(cfgs, key=str), OUT, jobs=15)
     from bench_topk import ragged_lengths
     from device_streaming import timed_exact, timing_setup
@@ -86,7 +87,7 @@ def main() -> None:
     g = torch.Generator(device="cuda").manual_seed(0)
     files = {name: (lg, lens) for name, lg, lens, _ in real}
     for w, b, k, kind in cells:
-        vs = variants(kp.spec, b, w, k)
+        vs = variants(H200, b, w, k)
         if not vs:
             print(f"n={w} b={b} k={k} {kind or 'ragged'} | cluster family: not tuned", flush=True)
             continue

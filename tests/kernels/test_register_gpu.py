@@ -363,8 +363,9 @@ def test_dense_rows_match_the_model(kp, shape):
         if kind == 1:  # the top sample ranks are huge: the rung is above the K-th key
             j1 = register_plan(n, k, int(pos.size), 2, dense_min=2).j1
             x[r, pos[:j1]] = 1000.0 + np.arange(j1, dtype=np.float32)
-        elif kind == 2:  # a crowded tie class at the rung
-            x[r, g.random(width) < 0.5] = 0.25
+        elif kind == 2:  # a crowded tie class at the rung: 3 in 4 scores of a row of 4 K
+            kv[r] = 4 * k
+            x[r, g.random(width) < 0.75] = 0.0
         elif kind == 3:  # unsampled: at most 2 K scores
             kv[r] = g.integers(k + 1, 2 * k + 1)
         elif kind == 4:  # exactly 2 K + 1 and 4 K scores
@@ -374,7 +375,9 @@ def test_dense_rows_match_the_model(kp, shape):
     # the gaussian rows of the band: the first rung, about 11 K / 8 keys staged
     plain = [traces[r] for r in range(b) if r % 5 == 0]
     assert all(t.path == Path.FIRST and k <= t.count1 <= 2 * dense_aim(k) for t in plain)
-    assert {Path.FIRST, Path.UNSAMPLED, Path.RESCUE_UNDERESTIMATE} <= {Path(int(v)) for v in want}
+    want_paths = {Path.FIRST, Path.UNSAMPLED, Path.RESCUE_UNDERESTIMATE, Path.TIE}
+    assert want_paths <= {Path(int(v)) for v in want}
+    assert all(traces[r].crowded for r in range(b) if r % 5 == 2)
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     logits = torch.from_numpy(x).cuda()
     kvd = torch.from_numpy(kv).cuda()

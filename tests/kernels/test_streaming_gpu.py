@@ -289,7 +289,7 @@ def test_dense_rows_match_the_model(kp, split):
         elif kind == 3:  # unsampled: at most 2 K scores
             kv[r] = g.integers(k + 1, 2 * k + 1)
         elif kind == 4:  # the band's ends
-            kv[r] = [2 * k + 1, top][r % 2]
+            kv[r] = [2 * k + 1, top][(r // 6) % 2]
         elif kind == 5:  # longer rows: sampled as without dense rows
             kv[r] = g.integers(top + 1, n + 1)
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))

@@ -50,28 +50,34 @@ def test_dense_min_is_validated():
 
 @settings(max_examples=300, deadline=None)
 @given(
-    n=st.integers(1, 1 << 20),
     k=st.integers(1, 2048),
     lead=st.integers(0, 3),
     dense_min=st.sampled_from([2, 3, 4]),
     split=st.booleans(),
+    in_band=st.booleans(),
+    data=st.data(),
 )
-def test_dense_plans_stay_inside_the_row(n, k, lead, dense_min, split):
+def test_dense_plans_stay_inside_the_row(k, lead, dense_min, split, in_band, data):
+    """Half the rows drawn inside the dense band, half anywhere up to 2**20 scores."""
     base = SPLIT if split else SINGLE
     p = replace(base, dense_min=dense_min)
+    top = 2 * k * base.aim_mult
+    band = st.integers(dense_min * k + 1, top)
+    n = data.draw(band if in_band and dense_min * k < top else st.integers(1, 1 << 20))
     plan, plain = row_plan(n, k, lead, p), row_plan(n, k, lead, base)
-    if not (dense_min * k < n <= 2 * k * base.aim_mult):
+    if not (dense_min * k < n <= top):
         assert plan == plain
         return
     if plan.nvec < 1:
         assert plan.unsampled
         return
-    assert not plan.unsampled
+    s = 4 * plan.sample_vecs
+    assert not plan.unsampled and plain.unsampled
     assert 1 <= plan.sample_vecs <= plan.nvec
-    assert 4 * plan.sample_vecs <= p.sample_max
-    assert 1 <= plan.j1 <= plan.j2 <= 4 * plan.sample_vecs
-    # int32 safety of the products the device evaluates
-    assert dense_aim(k) * 4 * plan.sample_vecs < 2**31
+    assert s <= p.sample_max
+    # the rung's rank is the dense aim's share of the sample, never past the sample
+    assert plan.j1 == max(dense_aim(k) * s // n, 1)
+    assert 1 <= plan.j1 <= plan.j2 <= s
 
 
 @pytest.mark.parametrize("n", [4097, 6144, 8193, 12288])
@@ -101,11 +107,13 @@ def test_dense_rows_stage_a_few_thousand_survivors(n, parts):
 def test_dense_rows_reach_every_sampled_path(parts):
     """The sampled paths of a dense row: its first rung, a rung too high (the retry rung on
     one CTA, the whole-row rescue on a split row), a tie class at the rung."""
-    k, n = 2048, 8193
+    k = 2048
+    n = 8193 if parts > 1 else 6144  # dense for both aims (2 aim = 12,288 / 8,192)
     base = SPLIT if parts > 1 else SINGLE
     p = replace(base, dense_min=2)
     cfg = ModelConfig(p, parts=parts)
     plan = row_plan(n, k, 0, p)
+    assert row_plan(n, k, 0, base).unsampled and not plan.unsampled
     pos = sample_positions(plan, 4)
     x = np.random.default_rng(3).standard_normal(n).astype(np.float32)
     assert simulate_row(x, k, cfg).path == Path.FIRST
@@ -114,8 +122,9 @@ def test_dense_rows_reach_every_sampled_path(parts):
     assert simulate_row(top, k, cfg).path == (
         Path.RETRY if parts == 1 else Path.RESCUE_UNDERESTIMATE
     )
-    # A tie class of 60 % of the row at the rung: crowded on a split row (its sample sees
-    # enough ties), staged with the keys above it on one CTA (within the capacity).
+    # A tie class of 60 % of the row at the rung: crowded on the split row of 8,193 (its
+    # sample sees enough ties), staged with the keys above it on one CTA (within the
+    # capacity).
     flood = x.copy()
     flood[np.random.default_rng(4).random(n) < 0.6] = 0.5
     trace = simulate_row(flood, k, cfg)
