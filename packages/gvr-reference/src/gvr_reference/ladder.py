@@ -33,6 +33,8 @@ __all__ = [
     "PY_OPS",
     "MAX_ROW_LENGTH",
     "dense_aim",
+    "dense_band",
+    "check_dense_min",
 ]
 
 #: Longest row the int32 ladder arithmetic is exact for (products stay below 2**31).
@@ -96,8 +98,7 @@ class LadderParams:
         for name in ("aim_mult", "min_hits", "retry_mult", "aim_boost"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.dense_min != 0 and self.dense_min < 2:
-            raise ValueError(f"dense_min must be 0 or >= 2, got {self.dense_min}")
+        check_dense_min(self.dense_min)
 
     def aim(self, k: int) -> int:
         """Survivors the first rung aims at (host form)."""
@@ -165,6 +166,27 @@ def dense_aim(k: Any) -> Any:
     return (k * 11) >> 3
 
 
+def check_dense_min(dense_min: int) -> None:
+    """Raise ``ValueError`` unless ``dense_min`` is 0 (no dense rows) or at least 2."""
+    if dense_min != 0 and dense_min < 2:
+        raise ValueError(f"dense_min must be 0 or >= 2, got {dense_min}")
+
+
+def dense_band(n: Any, k: Any, aim: Any, dense_min: int, ops: Any = PY_OPS):
+    """The unsampled and dense decisions of a row of ``n`` scores whose rung would aim at
+    ``aim`` (``dense_min``: compile-time, 0 for no dense rows): ``(short, aim, dense)`` with
+    ``short`` the row staged whole (at most ``2 aim`` scores, and with dense rows at most
+    ``dense_min * k``), ``aim`` the aim its rung takes (:func:`dense_aim` for a dense row) and
+    ``dense`` whether it is dense (None without dense rows). Shared by the streaming ladder
+    (:func:`row_plan`) and the register-resident plan
+    (``gvr_reference.register_model.register_plan``)."""
+    short = n <= aim * 2
+    if not dense_min:
+        return short, aim, None
+    dense = short & (n > k * dense_min)
+    return short & (n <= k * dense_min), ops.select(dense, dense_aim(k), aim), dense
+
+
 def row_plan(n: Any, k: Any, lead: Any, p: LadderParams, ops: Any = PY_OPS) -> RowPlan:
     """Compute the ladder of one row.
 
@@ -189,14 +211,11 @@ def row_plan(n: Any, k: Any, lead: Any, p: LadderParams, ops: Any = PY_OPS) -> R
     # 1 / sqrt(j), and a count below k costs a second pass, one above the capacity a whole-row
     # selection.
     rung_aim = ops.max(aim, ops.min(p.capacity // 4, aim * p.aim_boost))
-    short = n <= aim * 2
-    if p.dense_min:
-        # A dense row (more than dense_min * k scores, at most 2 aim) is sampled with the
-        # dense aim instead of staged whole.
-        dense = short & (n > k * p.dense_min)
-        aim = ops.select(dense, dense_aim(k), aim)
+    # A dense row (more than dense_min * k scores, at most 2 aim) is sampled with the dense
+    # aim, unboosted, instead of staged whole.
+    short, aim, dense = dense_band(n, k, aim, p.dense_min, ops)
+    if dense is not None:
         rung_aim = ops.select(dense, aim, rung_aim)
-        short = short & (n <= k * p.dense_min)
     # A row with no whole vector (16-bit rows of fewer than 8 scores past the lead, at K = 1)
     # has nothing to sample: the sample's vector would lie past the window.
     unsampled = short | (nvec < 1)

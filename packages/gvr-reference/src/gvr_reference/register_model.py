@@ -106,7 +106,7 @@ from .bracket import (
     fma32,
 )
 from .keys import format_keys, key_format, order_key
-from .ladder import PY_OPS, dense_aim
+from .ladder import PY_OPS, check_dense_min, dense_band
 from .model import Path, RowTrace, crowded_rung, rung_with_ties
 
 __all__ = [
@@ -221,8 +221,7 @@ class RegisterParams(VectorLayout):
             raise ValueError(f"aim_mult must be >= 1, got {self.aim_mult}")
         if self.capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {self.capacity}")
-        if self.dense_min != 0 and self.dense_min < 2:
-            raise ValueError(f"dense_min must be 0 or >= 2, got {self.dense_min}")
+        check_dense_min(self.dense_min)
         key_format(self.dtype)
 
     @property
@@ -260,12 +259,7 @@ def register_plan(
             row of ``(dense_min * k, 2 aim]`` scores is sampled with the rung at
             ``gvr_reference.ladder.dense_aim(k)``.
     """
-    aim = k * aim_mult
-    short = n <= aim * 2
-    if dense_min:
-        dense = short & (n > k * dense_min)
-        aim = ops.select(dense, dense_aim(k), aim)
-        short = short & (n <= k * dense_min)
+    short, aim, _ = dense_band(n, k, k * aim_mult, dense_min, ops)
     unsampled = short | (s_valid == 0)
     j1 = ops.min(ops.max((aim * s_valid) // ops.max(n, 1), 1), ops.max(s_valid, 1))
     return RegisterPlan(unsampled=unsampled, j1=j1)
