@@ -178,6 +178,38 @@ def _sampled_positions(n, k, params):
     return sample_positions(plan, 4), plan
 
 
+def _model_paths(x, kv, k, route):
+    """The CPU model's traces of the rows ``x[r, :kv[r]]`` under ``route``, and each row's
+    CTAs (a ragged split gives each row its CTAs by length: short and unsampled rows one)."""
+    parts = np.full(x.shape[0], route.parts, np.int64)
+    if route.config.ragged:
+        parts = ragged_parts(kv, route.grid, MIN_PART)
+    traces = [
+        simulate_row(x[r, : kv[r]], k, ModelConfig(route.ladder, parts=int(parts[r])))
+        for r in range(x.shape[0])
+    ]
+    return traces, parts
+
+
+def _launch_paths(kp, x, kv, k, route, parts):
+    """Launch ``route`` on the rows with path recording: ``(out, paths)``, a ragged split's
+    recorded CTAs (``code | parts << 8``) checked against ``parts`` and stripped."""
+    out, _, paths, _ = kp.launch(
+        "decode",
+        torch.from_numpy(x).cuda(),
+        torch.from_numpy(kv).cuda(),
+        None,
+        k,
+        paths=True,
+        route=route,
+    )
+    got = paths.cpu().numpy()
+    if route.config.ragged:
+        assert np.array_equal(got >> 8, parts), (got >> 8, parts)
+        got = got & 0xFF
+    return out, got
+
+
 @pytest.mark.parametrize("split", [False, True, "bulk", "cluster"])
 def test_forced_paths_match_the_model(kp, split):
     """Rows built to reach every path; the kernel's recorded path equals the CPU model's and
@@ -223,23 +255,10 @@ def test_forced_paths_match_the_model(kp, split):
         elif kind == 5:  # unsampled rows
             kv[r] = 3 * k + 1
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
-    # A ragged split launch gives each row its CTAs by length (short and unsampled rows one).
-    parts = np.full(b, route.parts, np.int64)
-    if route.config.ragged:
-        parts = ragged_parts(kv, route.grid, MIN_PART)
-    traces = [
-        simulate_row(x[r, : kv[r]], k, ModelConfig(route.ladder, parts=int(parts[r])))
-        for r in range(b)
-    ]
+    traces, parts = _model_paths(x, kv, k, route)
     want = np.array([int(t.path) for t in traces])
-    logits = torch.from_numpy(x).cuda()
-    out, _, paths, _ = kp.launch(
-        "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True, route=route
-    )
-    got = paths.cpu().numpy()
+    out, got = _launch_paths(kp, x, kv, k, route, parts)
     if route.config.ragged:
-        assert np.array_equal(got >> 8, parts), (got >> 8, parts)
-        got = got & 0xFF
         assert parts.max() > 1 and parts.min() == 1
     assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
     expected = {
@@ -293,25 +312,13 @@ def test_dense_rows_match_the_model(kp, split):
         elif kind == 5:  # longer rows: sampled as without dense rows
             kv[r] = g.integers(top + 1, n + 1)
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
-    parts = np.full(b, route.parts, np.int64)
-    if route.config.ragged:
-        parts = ragged_parts(kv, route.grid, MIN_PART)
-    traces = [
-        simulate_row(x[r, : kv[r]], k, ModelConfig(params, parts=int(parts[r]))) for r in range(b)
-    ]
+    traces, parts = _model_paths(x, kv, k, route)
     want = np.array([int(t.path) for t in traces])
     # the gaussian rows of the band: the first rung, about 11 K / 8 survivors
     plain = [traces[r] for r in range(b) if r % 6 == 0]
     assert all(t.path == Path.FIRST and k <= t.count1 <= 2 * dense_aim(k) for t in plain)
     assert Path.UNSAMPLED in {t.path for t in traces}
-    logits = torch.from_numpy(x).cuda()
-    out, _, paths, _ = kp.launch(
-        "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True, route=route
-    )
-    got = paths.cpu().numpy()
-    if route.config.ragged:
-        assert np.array_equal(got >> 8, parts), (got >> 8, parts)
-        got = got & 0xFF
+    out, got = _launch_paths(kp, x, kv, k, route, parts)
     assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
     report = validate.check_topk(x, windows, k, out.cpu().numpy())
     assert report.ok, report.summary()
