@@ -9,7 +9,12 @@ launch, on the GPU::
 Per cell the H200's routed configuration and grid (``gvr_kernels.routing.route_static`` with
 ``gvr_kernels.spec.H200``, on whatever GPU runs the tool) and the same
 launch with ``dense_min`` 2, 3 and 4 (cells routed to the cluster family, which has no dense
-rows, are left out). Three kinds of batches of float32 rows: gaussian rows whose lengths all
+rows, are left out). Cells of K > 1024 over at most ``CLUSTER_SPLIT_MAX_N`` scores routed to
+the register family are also run on the cluster split (``routing.cluster_split_route``) of
+4 and 8 CTAs a row, with ``dense_min`` 0 and 2 (``x4``, ``x4d2``, ...; sizes whose CTAs
+would pass the SMs are left out): on gaussian rows it beat the register row there, on the
+real rows it lost (``routing._cluster_split_replaces``), where their short rows ran
+unsampled. Three kinds of batches of float32 rows: gaussian rows whose lengths all
 lie in one band (``band n=L``: every row of ``L`` scores in an arena of ``width``), serving-like
 ragged lengths (``benchmarks/bench_topk.ragged_lengths``, the last row the full width), and,
 with ``--real-rows``, every file of the real rows at its own rows and width. Each configuration
@@ -28,6 +33,11 @@ from dataclasses import replace
 from pathlib import Path
 
 DENSE = (2, 3, 4)
+#: The cluster split's alternatives to a register route: cluster sizes and ``dense_min``.
+CLUSTER_SPLIT_SIZES = (4, 8)
+CLUSTER_SPLIT_DENSE = (0, 2)
+#: Longest envelope whose register-routed K > 1024 cells are also run on the cluster split.
+CLUSTER_SPLIT_MAX_N = 32768
 #: (width, rows, K, band length or None for ragged lengths)
 BANDS = [
     (w, b, k, n)
@@ -44,7 +54,8 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 def variants(spec, rows, width, k):
     """``[(label, config, parts)]`` of a decode cell: the routed launch and its dense variants,
-    or ``[]`` for a cell routed to a family without dense rows."""
+    then (K > 1024, an envelope of at most ``CLUSTER_SPLIT_MAX_N`` routed to the register
+    family) the cluster split's, or ``[]`` for a cell routed to a family without dense rows."""
     from gvr_kernels import routing
 
     r = routing.route_static(spec, rows=rows, n_env=width, k=k)
@@ -52,6 +63,14 @@ def variants(spec, rows, width, k):
         return []
     out = [("routed", r.config, r.parts)]
     out += [(f"d{d}", replace(r.config, dense_min=d), r.parts) for d in DENSE]
+    if r.config.family == "register" and k > 1024 and width <= CLUSTER_SPLIT_MAX_N:
+        for c in CLUSTER_SPLIT_SIZES:
+            if rows * c > spec.sm_count or c > spec.max_cluster_size:
+                continue
+            cs = routing.cluster_split_route(spec, rows=rows, n_env=width, k=k, cluster=c)
+            for d in CLUSTER_SPLIT_DENSE:
+                label = f"x{c}" + (f"d{d}" if d else "")
+                out.append((label, replace(cs.config, dense_min=d), cs.parts))
     return out
 
 

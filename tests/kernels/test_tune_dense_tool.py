@@ -9,12 +9,18 @@ from gvr_kernels.spec import H200
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
 
-from tune_dense import BANDS, DENSE, variants  # noqa: E402
+from tune_dense import (  # noqa: E402
+    BANDS,
+    CLUSTER_SPLIT_DENSE,
+    CLUSTER_SPLIT_SIZES,
+    DENSE,
+    variants,
+)
 
 
 def test_variants_are_the_routed_launch_and_its_dense_copies():
     for width, rows, k in [(32768, 8, 2048), (65536, 64, 2048), (262144, 256, 1024)]:
-        got = variants(H200, rows, width, k)
+        got = variants(H200, rows, width, k)[: 1 + len(DENSE)]
         assert [label for label, _, _ in got] == ["routed"] + [f"d{d}" for d in DENSE]
         routed = got[0][1]
         assert routed.dense_min == 0
@@ -29,3 +35,23 @@ def test_cluster_cells_are_left_out():
 
 def test_bands_lie_past_two_k():
     assert all(n > 2 * k for _, _, k, n in BANDS)
+
+
+def test_register_routes_of_two_k_also_run_the_cluster_split():
+    """K = 2048 over 32,768 scores is routed to the register family; the tool adds the
+    cluster split of 4 and 8 CTAs, plain and with dense rows, at the same envelope."""
+    got = variants(H200, 8, 32768, 2048)
+    assert got[0][1].family == "register"
+    split = got[1 + len(DENSE) :]
+    want = [
+        f"x{c}" + (f"d{d}" if d else "") for c in CLUSTER_SPLIT_SIZES for d in CLUSTER_SPLIT_DENSE
+    ]
+    assert [label for label, _, _ in split] == want
+    for label, cfg, parts in split:
+        c = int(label[1])
+        assert cfg.family == "streaming" and cfg.cluster == c and parts == c
+        assert cfg.dense_min == (2 if "d" in label else 0)
+    # K = 1024 and wider envelopes keep only the routed launch and its dense copies
+    assert len(variants(H200, 64, 65536, 2048)) == 1 + len(DENSE)
+    # a cluster of 8 that would pass the SMs is left out
+    assert "x8" not in [label for label, _, _ in variants(H200, 20, 32768, 2048)]
