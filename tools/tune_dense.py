@@ -9,14 +9,16 @@ launch, on the GPU::
 Per cell the H200's routed configuration and grid (``gvr_kernels.routing.route_static`` with
 ``gvr_kernels.spec.H200``, on whatever GPU runs the tool) and the same
 launch with ``dense_min`` 2, 3 and 4 (cells routed to the cluster family, which has no dense
-rows, are left out). Cells of K > 1024 over at most ``CLUSTER_SPLIT_MAX_N`` scores routed to
-the register family are also run on the cluster split (``routing.cluster_split_route``) of
-4 and 8 CTAs a row, with ``dense_min`` 0 and 2 (``x4``, ``x4d2``, ...; sizes whose CTAs
-would pass the SMs are left out): on gaussian rows it beat the register row there, on the
-real rows it lost (``routing._cluster_split_replaces``), where their short rows ran
+rows, are left out). Cells of K > 1024 routed to the register family or to the workspace
+split are also run on the cluster split (``routing.cluster_split_route``) of 2, 4, 8 and 16 CTAs
+a row, with ``dense_min`` 0 and 2 (``x2``, ``x2d2``, ...; sizes whose CTAs would pass the SMs,
+or that the device does not schedule, are left out): over 32,768 scores it beat the register
+row on gaussian rows but lost on the real rows (``routing._cluster_split_replaces``), whose
+short rows ran
 unsampled. Three kinds of batches of float32 rows: gaussian rows whose lengths all
 lie in one band (``band n=L``: every row of ``L`` scores in an arena of ``width``), serving-like
 ragged lengths (``benchmarks/bench_topk.ragged_lengths``, the last row the full width), and,
+full rows of the decode grid's K = 2048 split cells (``band n=width``), and,
 with ``--real-rows``, every file of the real rows at its own rows and width. Each configuration
 is exported ahead of time (in parallel), then launched directly
 (``gvr_kernels.abi.KernelArgs``); one CUDA-event median of 40 launches per cell, the L2 flushed
@@ -33,11 +35,10 @@ from dataclasses import replace
 from pathlib import Path
 
 DENSE = (2, 3, 4)
-#: The cluster split's alternatives to a register route: cluster sizes and ``dense_min``.
-CLUSTER_SPLIT_SIZES = (4, 8)
+#: The cluster split's alternatives to a register or workspace-split route of K > 1024:
+#: cluster sizes and ``dense_min``.
+CLUSTER_SPLIT_SIZES = (2, 4, 8, 16)
 CLUSTER_SPLIT_DENSE = (0, 2)
-#: Longest envelope whose register-routed K > 1024 cells are also run on the cluster split.
-CLUSTER_SPLIT_MAX_N = 32768
 #: (width, rows, K, band length or None for ragged lengths)
 BANDS = [
     (w, b, k, n)
@@ -45,6 +46,8 @@ BANDS = [
     for k, ns in ((2048, (4097, 6144, 8193, 12288)), (1024, (2049, 3072, 4097, 6144)))
     for n in ns
 ]
+#: full rows of the decode grid at K = 2048 where the workspace split serves b <= 32
+FULL = [(w, b, 2048, w) for w in (131072, 262144) for b in (1, 8, 32)]
 RAGGED = [(w, b, k, None) for w in (65536, 262144) for b in (8, 64, 256) for k in (1024, 2048)]
 OUT = "/tmp/aot_tune_dense"
 
@@ -54,8 +57,8 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 def variants(spec, rows, width, k):
     """``[(label, config, parts)]`` of a decode cell: the routed launch and its dense variants,
-    then (K > 1024, an envelope of at most ``CLUSTER_SPLIT_MAX_N`` routed to the register
-    family) the cluster split's, or ``[]`` for a cell routed to a family without dense rows."""
+    then (K > 1024, routed to the register family or the workspace split) the cluster
+    split's, or ``[]`` for a cell routed to a family without dense rows."""
     from gvr_kernels import routing
 
     r = routing.route_static(spec, rows=rows, n_env=width, k=k)
@@ -63,7 +66,9 @@ def variants(spec, rows, width, k):
         return []
     out = [("routed", r.config, r.parts)]
     out += [(f"d{d}", replace(r.config, dense_min=d), r.parts) for d in DENSE]
-    if r.config.family == "register" and k > 1024 and width <= CLUSTER_SPLIT_MAX_N:
+    cfg = r.config
+    workspace_split = cfg.family == "streaming" and cfg.split and not cfg.cluster
+    if k > 1024 and (cfg.family == "register" or workspace_split):
         for c in CLUSTER_SPLIT_SIZES:
             if rows * c > spec.sm_count or c > spec.max_cluster_size:
                 continue
@@ -90,7 +95,7 @@ def main() -> None:
             d = load_file(f)
             for k in (512, 1024, 2048):
                 real.append((f.stem, d["logits"], d["lengths"], k))
-    cells = BANDS + RAGGED + [(lg.shape[1], lg.shape[0], k, name) for name, lg, _, k in real]
+    cells = BANDS + FULL + RAGGED + [(lg.shape[1], lg.shape[0], k, name) for name, lg, _, k in real]
     cfgs = {cfg for w, b, k, _ in cells for _, cfg, _ in variants(H200, b, w, k)}
     import export_kernels as ek
 

@@ -37,21 +37,25 @@ def test_bands_lie_past_two_k():
     assert all(n > 2 * k for _, _, k, n in BANDS)
 
 
-def test_register_routes_of_two_k_also_run_the_cluster_split():
-    """K = 2048 over 32,768 scores is routed to the register family; the tool adds the
-    cluster split of 4 and 8 CTAs, plain and with dense rows, at the same envelope."""
-    got = variants(H200, 8, 32768, 2048)
-    assert got[0][1].family == "register"
-    split = got[1 + len(DENSE) :]
-    want = [
-        f"x{c}" + (f"d{d}" if d else "") for c in CLUSTER_SPLIT_SIZES for d in CLUSTER_SPLIT_DENSE
-    ]
-    assert [label for label, _, _ in split] == want
-    for label, cfg, parts in split:
-        c = int(label[1])
-        assert cfg.family == "streaming" and cfg.cluster == c and parts == c
-        assert cfg.dense_min == (2 if "d" in label else 0)
-    # K = 1024 and wider envelopes keep only the routed launch and its dense copies
-    assert len(variants(H200, 64, 65536, 2048)) == 1 + len(DENSE)
+def test_k_2048_cells_also_run_the_cluster_split():
+    """K = 2048 over 32,768 scores is routed to the register family, over 262,144 at b = 1 to
+    the workspace split; the tool adds the cluster split of every size whose CTAs fit the
+    SMs, plain and with dense rows, at the same envelope."""
+    for rows, width in [(8, 32768), (1, 262144), (64, 65536)]:
+        got = variants(H200, rows, width, 2048)
+        routed = got[0][1]
+        assert routed.family == "register" or (routed.split and not routed.cluster)
+        sizes = [c for c in CLUSTER_SPLIT_SIZES if rows * c <= H200.sm_count]
+        want = [f"x{c}" + (f"d{d}" if d else "") for c in sizes for d in CLUSTER_SPLIT_DENSE]
+        split = got[1 + len(DENSE) :]
+        assert [label for label, _, _ in split] == want
+        for label, cfg, parts in split:
+            c = int(label[1:].split("d")[0])
+            assert cfg.family == "streaming" and cfg.cluster == c and parts == c
+            assert cfg.dense_min == (2 if "d" in label else 0)
+    # K = 1024, and launches already on a cluster split, keep the routed launch and its
+    # dense copies only
+    assert len(variants(H200, 64, 65536, 1024)) == 1 + len(DENSE)
+    assert len(variants(H200, 8, 131072, 2048)) == 1 + len(DENSE)
     # a cluster of 8 that would pass the SMs is left out
     assert "x8" not in [label for label, _, _ in variants(H200, 20, 32768, 2048)]
