@@ -7,24 +7,26 @@ launch, on the GPU::
     python3 tools/tune_dense.py --real-rows ../shared/data/real-rows > tune_dense.log
 
 Per cell the H200's routed configuration and grid (``gvr_kernels.routing.route_static`` with
-``gvr_kernels.spec.H200``, on whatever GPU runs the tool) and the same
-launch with ``dense_min`` 2, 3 and 4 (cells routed to the cluster family, which has no dense
-rows, are left out). Cells of K > 1024 routed to the register family or to the workspace
-split are also run on the cluster split (``routing.cluster_split_route``) of 2, 4, 8 and 16 CTAs
-a row, with ``dense_min`` 0 and 2 (``x2``, ``x2d2``, ...; sizes whose CTAs would pass the SMs,
+``gvr_kernels.spec.H200``, on whatever GPU runs the tool) and the same launch with
+``dense_min`` 2, 3 and 4 (cells routed to the cluster family, which has no dense rows, are left
+out). Cells routed to the workspace split, and cells of K > 1024 routed to the register
+family, also run on the cluster split (``routing.cluster_split_route``) of 2, 4, 8 and 16 CTAs
+a row with ``dense_min`` 0 and 2 (``x2``, ``x2d2``, ...; sizes whose CTAs would pass the SMs,
 or that the device does not schedule, are left out): over 32,768 scores it beat the register
 row on gaussian rows but lost on the real rows (``routing._cluster_split_replaces``), whose
-short rows ran
-unsampled. Three kinds of batches of float32 rows: gaussian rows whose lengths all
-lie in one band (``band n=L``: every row of ``L`` scores in an arena of ``width``), serving-like
-ragged lengths (``benchmarks/bench_topk.ragged_lengths``, the last row the full width), and,
-full rows of the decode grid's K = 2048 split cells (``band n=width``), and,
-with ``--real-rows``, every file of the real rows at its own rows and width. Each configuration
-is exported ahead of time (in parallel), then launched directly
-(``gvr_kernels.abi.KernelArgs``); one CUDA-event median of 40 launches per cell, the L2 flushed
-before each, after a short bf16 matmul warm-up. Every timed launch's answer is checked first
-(the selected values equal ``torch.topk``'s over each row's window, as multisets): ``INEXACT``
-marks a cell that is not. Each line ends with the fastest dense variant over the routed time.
+short rows ran unsampled; upstream GVR V2 meets on a cluster of two at b = 64 over 65,536
+scores, where GVR's workspace split of two lost most on the ragged set.
+
+Four kinds of batches of float32 rows: gaussian rows whose lengths all lie in one band
+(``band n=L``: every row of ``L`` scores in an arena of ``width``), full rows of the decode
+grid's K = 2048 split cells (``band n=width``), serving-like ragged lengths
+(``benchmarks/bench_topk.ragged_lengths``, the last row the full width), and, with
+``--real-rows``, every file of the real rows at its own rows and width. Each configuration is
+exported ahead of time (in parallel), then launched directly (``gvr_kernels.abi.KernelArgs``);
+one CUDA-event median of 40 launches per cell, the L2 flushed before each, after a short bf16
+matmul warm-up. Every timed launch's answer is checked first (the selected values equal
+``torch.topk``'s over each row's window, as multisets): ``INEXACT`` marks a cell that is not.
+Each line ends with the fastest variant over the routed time.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 def variants(spec, rows, width, k):
     """``[(label, config, parts)]`` of a decode cell: the routed launch and its dense variants,
-    then (K > 1024, routed to the register family or the workspace split) the cluster
-    split's, or ``[]`` for a cell routed to a family without dense rows."""
+    then (routed to the workspace split, or K > 1024 routed to the register family) the
+    cluster split's, or ``[]`` for a cell routed to a family without dense rows."""
     from gvr_kernels import routing
 
     r = routing.route_static(spec, rows=rows, n_env=width, k=k)
@@ -68,7 +70,7 @@ def variants(spec, rows, width, k):
     out += [(f"d{d}", replace(r.config, dense_min=d), r.parts) for d in DENSE]
     cfg = r.config
     workspace_split = cfg.family == "streaming" and cfg.split and not cfg.cluster
-    if k > 1024 and (cfg.family == "register" or workspace_split):
+    if workspace_split or (k > 1024 and cfg.family == "register"):
         for c in CLUSTER_SPLIT_SIZES:
             if rows * c > spec.sm_count or c > spec.max_cluster_size:
                 continue

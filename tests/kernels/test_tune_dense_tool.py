@@ -53,9 +53,15 @@ def test_k_2048_cells_also_run_the_cluster_split():
             c = int(label[1:].split("d")[0])
             assert cfg.family == "streaming" and cfg.cluster == c and parts == c
             assert cfg.dense_min == (2 if "d" in label else 0)
-    # K = 1024, and launches already on a cluster split, keep the routed launch and its
-    # dense copies only
-    assert len(variants(H200, 64, 65536, 1024)) == 1 + len(DENSE)
+    # the workspace split at any K (b = 64 over 65,536 scores: two CTAs a row) gets them too
+    assert [label for label, _, _ in variants(H200, 64, 65536, 512)][1 + len(DENSE) :] == [
+        "x2",
+        "x2d2",
+    ]
+    # the register family at K <= 1024, and launches already on a cluster split, keep the
+    # routed launch and its dense copies only
+    assert variants(H200, 128, 16384, 1024)[0][1].family == "register"
+    assert len(variants(H200, 128, 16384, 1024)) == 1 + len(DENSE)
     assert len(variants(H200, 8, 131072, 2048)) == 1 + len(DENSE)
     # a cluster of 8 that would pass the SMs is left out
     assert "x8" not in [label for label, _, _ in variants(H200, 20, 32768, 2048)]
