@@ -91,17 +91,20 @@ def register_configs() -> list:
 def dense_configs() -> list:
     """The dense-row configurations (``dense_min = 2``) of the streaming and register
     ``test_dense_rows_match_the_model`` tests: the streaming routes of K = 2048 at 131,076
-    scores on one CTA a row, a static split and a ragged split (the tests' row counts), and
-    the 1024 x 8 / 512 x 4 register shapes without the bracket, recording paths and writing
+    scores on one CTA a row, a static split and a ragged split (the tests' row counts), the
+    cluster split of eight CTAs a row over 32,768 scores, and the 1024 x 8 / 512 x 4 register
+    shapes without the bracket, recording paths and writing
     values."""
     from gvr_kernels.register import RegisterConfig
-    from gvr_kernels.routing import RAGGED_BULK_MAX_ROWS, route_static
+    from gvr_kernels.routing import RAGGED_BULK_MAX_ROWS, cluster_split_route, route_static
     from gvr_kernels.spec import H200
 
     out = {}
     for rows in (RAGGED_BULK_MAX_ROWS + 88, 24, 140):
         cfg = route_static(H200, rows=rows, n_env=131076, k=2048).config
         out[replace(cfg, dense_min=2, record_paths=True)] = None
+    cfg = cluster_split_route(H200, rows=12, n_env=32768, k=2048, cluster=8).config
+    out[replace(cfg, dense_min=2, record_paths=True)] = None
     for threads, vecs in ((1024, 8), (512, 4)):
         base = RegisterConfig(threads=threads, vecs=vecs, bracket=False, dense_min=2)
         out[replace(base, record_paths=True)] = None

@@ -279,23 +279,28 @@ def test_forced_paths_match_the_model(kp, split):
     ROWS_CHECKED["n"] += b
 
 
-@pytest.mark.parametrize("split", [False, True, "bulk"])
+@pytest.mark.parametrize("split", [False, True, "bulk", "cluster"])
 def test_dense_rows_match_the_model(kp, split):
     """Dense rows (``StreamingConfig.dense_min = 2``) at K = 2048: rows of (2 K, 2 aim]
     scores take the sampled paths (the first rung, a rung too high, a crowded tie class)
     where without dense rows they are unsampled; rows of at most 2 K stay unsampled. One
-    CTA a row, a static split, a ragged split of many rows; the recorded path equals the CPU
-    model's and every answer is exact."""
+    CTA a row, a static split, a ragged split of many rows, a cluster split of eight CTAs a
+    row over 32,768 scores (the launch ``tools/tune_dense.py`` weighs against the register
+    row there); the recorded path equals the CPU model's and every answer is exact."""
     from gvr_reference.ladder import dense_aim
 
     k, n = 2048, 131076
-    b = {False: RAGGED_BULK_MAX_ROWS + 88, True: 24, "bulk": 140}[split]
-    route = route_static(kp.spec, rows=b, n_env=n, k=k)
+    b = {False: RAGGED_BULK_MAX_ROWS + 88, True: 24, "bulk": 140, "cluster": 12}[split]
+    if split == "cluster":
+        n = 32768
+        route = cluster_split_route(kp.spec, rows=b, n_env=n, k=k, cluster=8)
+    else:
+        route = route_static(kp.spec, rows=b, n_env=n, k=k)
     assert (route.parts > 1) == bool(split) and route.config.ragged == (split == "bulk")
     route = replace(route, config=replace(route.config, dense_min=2))
     params = route.ladder
     top = 2 * k * params.aim_mult
-    g = rng(17, [False, True, "bulk"].index(split))
+    g = rng(17, [False, True, "bulk", "cluster"].index(split))
     x = g.standard_normal((b, n)).astype(np.float32)
     kv = g.integers(2 * k + 1, top + 1, b).astype(np.int32)
     for r in range(b):
