@@ -112,6 +112,7 @@ def main() -> None:
     print(f"# tools/tune_dense.py on {torch.cuda.get_device_name()}: raw kernel times (us)")
     g = torch.Generator(device="cuda").manual_seed(0)
     files = {name: (lg, lens) for name, lg, lens, _ in real}
+    ratios = {}  # (kind of batch, variant) -> [variant time / routed time]
     for w, b, k, kind in cells:
         vs = variants(H200, b, w, k)
         if not vs:
@@ -134,6 +135,34 @@ def main() -> None:
         best = min((t, name) for name, t in times.items() if name != "routed")
         line.append(f"best {best[1]} {best[0] / times['routed']:.2f}x routed")
         print(" | ".join(line), flush=True)
+        group = batch_kind(kind, w)
+        for name, t in times.items():
+            ratios.setdefault((group, name), []).append(t / times["routed"])
+    print(summary(ratios))
+
+
+def batch_kind(kind, width: int) -> str:
+    """The summary group of a cell: ``band`` (rows of one length below the width), ``full``,
+    ``ragged`` or ``real``."""
+    if isinstance(kind, str):
+        return "real"
+    if kind is None:
+        return "ragged"
+    return "full" if kind == width else "band"
+
+
+def summary(ratios: dict) -> str:
+    """Per kind of batch and variant: the geometric mean of the variant's time over the
+    routed launch's, and its range, over the cells it ran on."""
+    import math
+
+    lines = ["# summary: variant time / routed time (geomean, range, cells)"]
+    for (group, name), rs in sorted(ratios.items()):
+        if name == "routed":
+            continue
+        gm = math.exp(sum(math.log(r) for r in rs) / len(rs))
+        lines.append(f"{group:6s} {name:6s} {gm:.3f}x ({min(rs):.2f}-{max(rs):.2f}, {len(rs)})")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

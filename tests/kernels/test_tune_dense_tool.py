@@ -14,6 +14,8 @@ from tune_dense import (  # noqa: E402
     CLUSTER_SPLIT_DENSE,
     CLUSTER_SPLIT_SIZES,
     DENSE,
+    batch_kind,
+    summary,
     variants,
 )
 
@@ -65,3 +67,17 @@ def test_k_2048_cells_also_run_the_cluster_split():
     assert len(variants(H200, 8, 131072, 2048)) == 1 + len(DENSE)
     # a cluster of 8 that would pass the SMs is left out
     assert "x8" not in [label for label, _, _ in variants(H200, 20, 32768, 2048)]
+
+
+def test_summary_groups_cells_by_batch_and_variant():
+    assert [batch_kind(k, 32768) for k in (4097, 32768, None, "stdlib")] == [
+        "band",
+        "full",
+        "ragged",
+        "real",
+    ]
+    text = summary({("band", "routed"): [1.0], ("band", "d2"): [0.5, 2.0], ("real", "x8"): [0.9]})
+    assert text.splitlines()[1:] == [
+        "band   d2     1.000x (0.50-2.00, 2)",
+        "real   x8     0.900x (0.90-0.90, 1)",
+    ]
