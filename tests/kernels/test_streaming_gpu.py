@@ -285,7 +285,7 @@ def test_dense_rows_match_the_model(kp, split):
     scores take the sampled paths (the first rung, a rung too high, a crowded tie class)
     where without dense rows they are unsampled; rows of at most 2 K stay unsampled. One
     CTA a row, a static split, a ragged split of many rows, a cluster split of eight CTAs a
-    row over 32,768 scores (the launch ``tools/tune_dense.py`` weighs against the register
+    row over 32,768 scores (the launch ``tools/tune_variants.py`` weighs against the register
     row there); the recorded path equals the CPU model's and every answer is exact."""
     from gvr_reference.ladder import dense_aim
 

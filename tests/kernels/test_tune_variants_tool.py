@@ -1,4 +1,4 @@
-"""``tools/tune_dense.py`` times the routed launch beside its dense variants (CPU: the variants)."""
+"""``tools/tune_variants.py`` times the routed launch beside its dense variants (CPU: the variants)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from gvr_kernels.spec import H200
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
 
-from tune_dense import (  # noqa: E402
+from tune_variants import (  # noqa: E402
     BANDS,
     CLUSTER_SPLIT_DENSE,
     CLUSTER_SPLIT_SIZES,

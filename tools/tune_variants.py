@@ -3,8 +3,8 @@ rows of more than ``dense_min * K`` scores that the aim would leave unsampled ar
 rung aiming at ``11 K / 8`` survivors, ``gvr_reference.ladder.dense_aim``) against the routed
 launch, on the GPU::
 
-    python3 tools/tune_dense.py > tune_dense.log
-    python3 tools/tune_dense.py --real-rows ../shared/data/real-rows > tune_dense.log
+    python3 tools/tune_variants.py > tune_variants.log
+    python3 tools/tune_variants.py --real-rows ../shared/data/real-rows > tune_variants.log
 
 Per cell the H200's routed configuration and grid (``gvr_kernels.routing.route_static`` with
 ``gvr_kernels.spec.H200``, on whatever GPU runs the tool) and the same launch with
@@ -51,7 +51,7 @@ BANDS = [
 #: full rows of the decode grid at K = 2048 where the workspace split serves b <= 32
 FULL = [(w, b, 2048, w) for w in (131072, 262144) for b in (1, 8, 32)]
 RAGGED = [(w, b, k, None) for w in (65536, 262144) for b in (8, 64, 256) for k in (1024, 2048)]
-OUT = "/tmp/aot_tune_dense"
+OUT = "/tmp/aot_tune_variants"
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
@@ -109,7 +109,7 @@ def main() -> None:
 
     kp = KernelProvider(aot)
     flush = timing_setup()
-    print(f"# tools/tune_dense.py on {torch.cuda.get_device_name()}: raw kernel times (us)")
+    print(f"# tools/tune_variants.py on {torch.cuda.get_device_name()}: raw kernel times (us)")
     g = torch.Generator(device="cuda").manual_seed(0)
     files = {name: (lg, lens) for name, lg, lens, _ in real}
     ratios = {}  # (kind of batch, variant) -> [variant time / routed time]
