@@ -77,6 +77,10 @@ def register_configs() -> list:
                 out[replace(base, record_paths=True)] = None
                 out[replace(base, record_paths=True, bracket=False)] = None
                 out[replace(base, with_values=True, deterministic=True)] = None
+    # the bracket emission's bit walk (test_forced_paths_with_bit_walk)
+    for threads, vecs in ((512, 4), (1024, 8)):
+        out[RegisterConfig(threads=threads, vecs=vecs, capacity=2048, record_paths=True,
+                           bit_walk=True)] = None  # fmt: skip
     # tools/sanitize_register.py: the bracket paths past a small staging, the bulk shapes.
     small = RegisterConfig(threads=512, vecs=4, capacity=2048)
     out[small] = None
@@ -136,6 +140,9 @@ def cluster_configs() -> list:
                 ]
                 forced = replace(base, capacity=2048, with_values=True, record_paths=True)
                 variants += [forced, replace(forced, deterministic=True)]
+                if br and (c, t) in ((4, 512), (8, 1024)):  # test_bracket_paths_with_bit_walk
+                    walk = replace(forced, bit_walk=True)
+                    variants += [walk, replace(walk, with_values=False)]
             for cfg in variants:
                 out[cfg] = None
     # The non-portable 16-CTA shapes (not routed yet): the tune table and their device test.
@@ -173,6 +180,13 @@ def half_configs() -> list:
             if br:
                 forced = replace(base, capacity=2048, with_values=True, record_paths=True)
                 out[replace(forced, deterministic=dtype == "float16")] = None
+    # the bit walk's 16-bit cases (test_forced_paths_with_bit_walk, ..._bracket_paths_...)
+    out[RegisterConfig(threads=1024, vecs=4, capacity=2048, dtype="bfloat16", record_paths=True,
+                       bit_walk=True)] = None  # fmt: skip
+    walk = ClusterConfig(cluster=4, threads=512, vecs=2, bracket=True, dtype="bfloat16",
+                         capacity=2048, record_paths=True, bit_walk=True)  # fmt: skip
+    out[walk] = None
+    out[replace(walk, with_values=True)] = None
     routed = [c for c in routable_configs() if c.dtype != "float32"]
     for cfg in routed:
         base = replace(cfg, mode="decode", with_values=False, deterministic=False)

@@ -310,12 +310,39 @@ def test_bracket_paths_match_the_model(kp, case):
     """Rows built to reach every path of a bracket configuration (and the sampled paths its
     rows fall back to), with values; ``bracket=False`` runs the same rows on the sampled
     configuration. The recorded path equals the CPU model's and every answer is exact."""
+    bracket_paths(kp, case, values=True, bit_walk=False)
+
+
+#: The bracket cases run with the bit walk (``ClusterConfig.bit_walk``), without values (the
+#: walk writes the positions) and with them (the walk stages the crossing bin): the smallest
+#: and the largest routed bracket CTAs, and a 16-bit shape.
+WALK_CASES = [
+    ((4, 512, 4, True), "float32", False, True),
+    ((8, 1024, 4, True), "float32", False, True),
+]
+WALK_CASES += [(ROUTED16[0], "bfloat16", False, True)]
+
+
+@pytest.mark.parametrize("values", [False, True], ids=["idx", "values"])
+@pytest.mark.parametrize(
+    "case", WALK_CASES, ids=[f"{ids([c])[0]}-{t}" for c, t, _, _ in WALK_CASES]
+)
+def test_bracket_paths_with_bit_walk(kp, case, values):
+    """:func:`test_bracket_paths_match_the_model` with the bracket emission walking each
+    thread's set bits: the same paths and answers."""
+    bracket_paths(kp, case, values=values, bit_walk=True)
+
+
+def bracket_paths(kp, case, values, bit_walk):
     from gvr_reference.cluster_model import bracket_forced_rows
 
     shape, dtype, det, bracket = case
     shape = (*shape[:3], bracket)
     k = 512
-    cfg = config(*shape, capacity=2048, with_values=True, deterministic=det, dtype=dtype)
+    cfg = config(
+        *shape, capacity=2048, with_values=values, deterministic=det, dtype=dtype,
+        bit_walk=bit_walk,
+    )  # fmt: skip
     cap = cfg.max_n
     g = rng(10, *map(int, shape), det, SALT[dtype])
     x, kv, kinds = bracket_forced_rows(g, cfg.params, k, cap + 64)
@@ -324,7 +351,7 @@ def test_bracket_paths_match_the_model(kp, case):
     want = np.array([int(simulate_row(x[r, : kv[r]], k, cfg.params).path) for r in range(b)])
     out, val, paths, _ = launch(
         kp, cfg, "decode", helpers.device_scores(x, dtype), torch.from_numpy(kv).cuda(), None, k,
-        paths=True, values=True, det=det,
+        paths=True, values=values, det=det,
     )  # fmt: skip
     got = paths.cpu().numpy()
     assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
@@ -336,8 +363,10 @@ def test_bracket_paths_match_the_model(kp, case):
         taken = {Path(int(v)) for v in want}
         assert expected <= taken, sorted(taken)
         assert taken & {Path.TIE, Path.FIRST}, sorted(taken)  # the sampled fallback
-    assert val.dtype == helpers.device_scores(x[:1, :8], dtype).dtype
-    vals = helpers.widened(val).numpy()
+    vals = None
+    if values:
+        assert val.dtype == helpers.device_scores(x[:1, :8], dtype).dtype
+        vals = helpers.widened(val).numpy()
     report = validate.check_topk(x, windows, k, out.cpu().numpy(), vals, dtype)
     assert report.ok, report.summary()
     if det:

@@ -304,7 +304,21 @@ def test_forced_paths_with_early_loads(kp, case):
     forced_paths(kp, case, early=True)
 
 
-def forced_paths(kp, case, early):
+#: The forced-path cases run with the bit walk (``RegisterConfig.bit_walk``): one and two mask
+#: words a thread (the 1024 x 8 tail slot is bit 0 of the second), a 16-bit shape.
+FORCED_WALK = [((512, 4), "float32", True), ((1024, 8), "float32", True)] + [
+    ((1024, 4), "bfloat16", True)
+]
+
+
+@pytest.mark.parametrize("case", FORCED_WALK, ids=[f"t{t}v{v}-{d}" for (t, v), d, _ in FORCED_WALK])
+def test_forced_paths_with_bit_walk(kp, case):
+    """:func:`test_forced_paths_match_the_model` with the bracket emission walking each
+    thread's set bits (``bit_walk``): the same paths and answers."""
+    forced_paths(kp, case, early=False, bit_walk=True)
+
+
+def forced_paths(kp, case, early, bit_walk=False):
     (threads, vecs), dtype, bracket = case
     k = 512
     x, kv, params = forced_rows(rng(6, threads, vecs, SALT[dtype]), threads, vecs, dtype, k)
@@ -313,7 +327,10 @@ def forced_paths(kp, case, early):
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(b)])
     logits = helpers.device_scores(x, dtype)
-    cfg = config(threads, vecs, capacity=2048, dtype=dtype, bracket=bracket, early_loads=early)
+    cfg = config(
+        threads, vecs, capacity=2048, dtype=dtype, bracket=bracket, early_loads=early,
+        bit_walk=bit_walk,
+    )  # fmt: skip
     out, _, paths, _ = launch(
         kp, cfg, "decode", logits, torch.from_numpy(kv).cuda(), None, k, paths=True
     )

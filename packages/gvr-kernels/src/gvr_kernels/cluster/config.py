@@ -55,6 +55,11 @@ class ClusterConfig:
         dtype: the logits format, ``"float32"``, ``"bfloat16"`` or ``"float16"`` (16-bit rows
             as in ``RegisterConfig``: raw bits held, the bracket on their float32 widening,
             the sample and every radix selection in the 16-bit key space).
+        bit_walk: the bracket path's emission walks each thread's set bits (one store a
+            key above the crossing bin, the crossing bin's keys staged one by one:
+            ``device.bracket.write_positions``) where False gives every held slot a
+            predicated store and a branch; the same slots in the same order. Launches with
+            values keep the predicated stores above the crossing bin.
     """
 
     mode: str = "decode"
@@ -68,6 +73,7 @@ class ClusterConfig:
     bracket: bool = False
     record_paths: bool = False
     dtype: str = "float32"
+    bit_walk: bool = False
 
     #: The family this configuration belongs to (``gvr_kernels.registry``).
     family = "cluster"
@@ -219,4 +225,6 @@ class ClusterConfig:
             parts.append("paths")
         if self.dtype != "float32":
             parts.append({"bfloat16": "bf16", "float16": "f16"}[self.dtype])
+        if self.bit_walk:
+            parts.append("walk")
         return "_".join(parts)

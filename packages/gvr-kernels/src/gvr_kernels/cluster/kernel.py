@@ -65,10 +65,13 @@ from ..device.bracket import (
     find_crossing_cta,
     fmax_nan,
     fmin,
+    held_bits,
     hist_base,
+    lowest_slot,
     may_lead,
     narrow_crossing,
     rank_crossing,
+    slot_position,
     spill_floor,
     write_masked,
 )
@@ -403,6 +406,13 @@ class ClusterTopK:
             )
         self._record(paths, row, code)
 
+    @cute.jit
+    def _send_staged(self, sh, gather, slot: Int32, key: Uint32, pos: Int32):
+        """One crossing-bin key and its position to staging slot ``slot`` of the leader,
+        completing on its ``gather`` mbarrier."""
+        store_async(sh.stage_bits.iterator + slot, _LEADER, gather, [key])
+        store_async(sh.stage_idx.iterator + slot, _LEADER, gather, [pos])
+
     # ------------------------------------------------------------------ bracket path
     @cute.jit
     def _bracket_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32, raw):
@@ -722,13 +732,24 @@ class ClusterTopK:
                     slot = warp_slots(
                         remote(sh.ctl.iterator + Ctl.CNT, Int32(_LEADER)), n_eq, scope="cluster"
                     )
-                    for i in cutlass.range_constexpr(nk):
-                        if ((eq[i // 32] >> Uint32(i % 32)) & Uint32(1)) != Uint32(0):
-                            key = order_key(bits[i], fmt)
-                            pos = regs.pos(i, cfg)
-                            store_async(sh.stage_bits.iterator + slot, _LEADER, gather, [key])
-                            store_async(sh.stage_idx.iterator + slot, _LEADER, gather, [pos])
-                            slot = slot + 1
+                    if const_expr(cfg.bit_walk):
+                        # A walk over the crossing bin's set bits (few a thread, or none).
+                        for w in cutlass.range_constexpr(len(eq)):
+                            mw = eq[w]
+                            while mw != Uint32(0):
+                                low, i = lowest_slot(mw, w)
+                                self._send_staged(
+                                    sh, gather, slot, order_key(held_bits(regs, i), fmt),
+                                    slot_position(cfg, regs, i),
+                                )  # fmt: skip
+                                slot = slot + 1
+                                mw = mw ^ low
+                    else:
+                        for i in cutlass.range_constexpr(nk):
+                            if ((eq[i // 32] >> Uint32(i % 32)) & Uint32(1)) != Uint32(0):
+                                key = order_key(bits[i], fmt)
+                                self._send_staged(sh, gather, slot, key, regs.pos(i, cfg))
+                                slot = slot + 1
                 cute.arch.cluster_arrive_relaxed()
                 write_masked(cfg, out, values, row, regs, gt, slot_gt)
                 if m <= RANK_MAX:

@@ -32,7 +32,7 @@ from gvr_reference.bracket import (
 from . import warp
 from .keys import F32, KEY_MAX, key_bits, widen_bits
 from .layout import Ctl, Goal, Rank, Source
-from .memory import store_u32_if
+from .memory import store_u32_at, store_u32_if
 from .ops import umax, umin
 from .select import emit_rule, narrow, position_reader, write_slot
 from .shared import ctl_u32
@@ -54,6 +54,10 @@ __all__ = [
     "may_lead",
     "bin_masks",
     "write_masked",
+    "write_positions",
+    "lowest_slot",
+    "slot_position",
+    "held_bits",
     "rank_crossing",
     "narrow_crossing",
 ]
@@ -317,20 +321,71 @@ def bin_masks(
 def write_masked(cfg: cutlass.Constexpr, out, values, row: Int32, regs, masks, slot: Int32):
     """Write the held slots of ``regs`` (a :class:`~.layout.RegisterRow` of raw score bits
     in the configuration's format) whose bit is set in ``masks`` (a list of 32-bit words) to
-    consecutive output slots from ``slot`` of output row ``row``: each a predicated store of
-    its window position (and, with values, of its bits, in the logits format), no branch."""
-    nbytes = cfg.key_format.elem_bytes
-    width = Int64(out.shape[1])
-    at = out.iterator.toint() + Int64(row) * width * Int64(4)
-    vat = Int64(0)
-    if const_expr(cfg.with_values):
-        vat = values.iterator.toint() + Int64(row) * Int64(values.shape[1]) * Int64(nbytes)
-    for i in cutlass.range_constexpr(len(regs.keys)):
-        bit = (masks[i // 32] >> Uint32(i % 32)) & Uint32(1)
-        store_u32_if(at + Int64(slot) * Int64(4), Uint32(regs.pos(i, cfg)), bit)
+    consecutive output slots from ``slot`` of output row ``row``, in slot order: each a
+    predicated store of its window position (and, with values, of its bits, in the logits
+    format), no branch; or, with ``cfg.bit_walk`` and no values, :func:`write_positions`."""
+    if const_expr(getattr(cfg, "bit_walk", False) and not cfg.with_values):
+        write_positions(cfg, out, row, regs, masks, slot)
+    else:
+        nbytes = cfg.key_format.elem_bytes
+        at = out.iterator.toint() + Int64(row) * Int64(out.shape[1]) * Int64(4)
+        vat = Int64(0)
         if const_expr(cfg.with_values):
-            store_u32_if(vat + Int64(slot) * Int64(nbytes), regs.keys[i], bit, 8 * nbytes)
-        slot = slot + Int32(bit)
+            vat = values.iterator.toint() + Int64(row) * Int64(values.shape[1]) * Int64(nbytes)
+        for i in cutlass.range_constexpr(len(regs.keys)):
+            bit = (masks[i // 32] >> Uint32(i % 32)) & Uint32(1)
+            store_u32_if(at + Int64(slot) * Int64(4), Uint32(regs.pos(i, cfg)), bit)
+            if const_expr(cfg.with_values):
+                store_u32_if(vat + Int64(slot) * Int64(nbytes), regs.keys[i], bit, 8 * nbytes)
+            slot = slot + Int32(bit)
+
+
+@cute.jit
+def lowest_slot(m: Uint32, word: cutlass.Constexpr):
+    """``(low, i)``: the lowest set bit of the mask word ``m`` (nonzero) of word index
+    ``word``, and the held slot it stands for (``32 * word`` plus the bit's index)."""
+    low = m & (Uint32(0) - m)
+    return low, Int32(word * 32 + 31) - Int32(cute.arch.clz(low))
+
+
+@cute.jit
+def slot_position(cfg: cutlass.Constexpr, regs, i: Int32) -> Int32:
+    """:meth:`~.layout.RegisterRow.pos` for a run-time slot index ``i``: lane ``i % vec``
+    of vector ``i // vec`` (``vec``, a power of two), or the tail slot's position."""
+    vec = cfg.key_format.vec
+    shift = vec.bit_length() - 1
+    pos = regs.p0 + (i >> Int32(shift)) * Int32(vec * cfg.threads) + (i & Int32(vec - 1))
+    return cutlass.select_(i == len(regs.keys) - 1, regs.tail_pos, pos)
+
+
+@cute.jit
+def held_bits(regs, i: Int32) -> Uint32:
+    """The held bits of a run-time slot index ``i`` (registers cannot be indexed at run
+    time: a chain of selects over the slots, two instructions a slot)."""
+    got = Uint32(regs.keys[0])
+    for s in cutlass.range_constexpr(1, len(regs.keys)):
+        got = Uint32(cutlass.select_(i == s, regs.keys[s], got))
+    return got
+
+
+@cute.jit
+def write_positions(cfg: cutlass.Constexpr, out, row: Int32, regs, masks, slot: Int32):
+    """:func:`write_masked` for a launch that writes no values (``bit_walk``
+    configurations): the window positions of the held slots whose bit is set in ``masks`` go
+    to consecutive output slots from ``slot`` of output row ``row``, in slot order, by a walk
+    over the set bits (lowest first) that computes each position from its slot index: one
+    store per set bit and none for the others, where the predicated form spends a store and
+    its address on every held slot. A thread holds few keys above the crossing bin (``K`` of
+    the row's ``n``), so the walk is short. Values need the held bits: those launches keep
+    the predicated stores."""
+    at = out.iterator.toint() + Int64(row) * Int64(out.shape[1]) * Int64(4)
+    for w in cutlass.range_constexpr(len(masks)):
+        m = masks[w]
+        while m != Uint32(0):
+            low, i = lowest_slot(m, w)
+            store_u32_at(at + Int64(slot) * Int64(4), Uint32(slot_position(cfg, regs, i)))
+            slot = slot + 1
+            m = m ^ low
 
 
 @cute.jit

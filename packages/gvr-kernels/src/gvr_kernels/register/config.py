@@ -88,6 +88,11 @@ class RegisterConfig:
             Decode configurations of 128 registers a thread only (``threads * resident <=
             512``): at 64 the hoisted loads cost stack (the compile audit). False: the loads
             wait for the length and read only the window.
+        bit_walk: the bracket path's emission walks each thread's set bits (one store a
+            key above the crossing bin, the crossing bin's keys staged one by one:
+            ``device.bracket.write_positions``) where False gives every held slot a
+            predicated store and a branch; the same slots in the same order. Launches with
+            values keep the predicated stores above the crossing bin.
     """
 
     mode: str = "decode"
@@ -104,6 +109,7 @@ class RegisterConfig:
     stamp_phases: bool = False
     dtype: str = "float32"
     early_loads: bool = False
+    bit_walk: bool = False
 
     #: The family this configuration belongs to (``gvr_kernels.registry``).
     family = "register"
@@ -232,4 +238,6 @@ class RegisterConfig:
             parts.append("stamps")
         if self.early_loads:
             parts.append("early")
+        if self.bit_walk:
+            parts.append("walk")
         return "_".join(parts)

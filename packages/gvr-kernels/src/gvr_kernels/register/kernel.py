@@ -67,10 +67,13 @@ from ..device.bracket import (
     find_crossing_cta,
     fmax_nan,
     fmin,
+    held_bits,
     hist_base,
+    lowest_slot,
     may_lead,
     narrow_crossing,
     rank_crossing,
+    slot_position,
     spill_floor,
     write_masked,
 )
@@ -436,11 +439,22 @@ class RegisterTopK:
                     write_masked(cfg, out, values, row, regs, eq, above + slot_eq)
             else:
                 if cute.arch.vote_any_sync(n_eq > 0):
-                    for i in cutlass.range_constexpr(nk):
-                        if (eq[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
-                            sh.stage_bits[slot_eq] = order_key(bits[i], fmt)
-                            sh.stage_idx[slot_eq] = regs.pos(i, cfg)
-                            slot_eq = slot_eq + 1
+                    if const_expr(cfg.bit_walk):
+                        # A walk over the crossing bin's set bits (few a thread, or none).
+                        for w in cutlass.range_constexpr(len(eq)):
+                            mw = eq[w]
+                            while mw != Uint32(0):
+                                low, i = lowest_slot(mw, w)
+                                sh.stage_bits[slot_eq] = order_key(held_bits(regs, i), fmt)
+                                sh.stage_idx[slot_eq] = slot_position(cfg, regs, i)
+                                slot_eq = slot_eq + 1
+                                mw = mw ^ low
+                    else:
+                        for i in cutlass.range_constexpr(nk):
+                            if (eq[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
+                                sh.stage_bits[slot_eq] = order_key(bits[i], fmt)
+                                sh.stage_idx[slot_eq] = regs.pos(i, cfg)
+                                slot_eq = slot_eq + 1
                 cute.arch.barrier()
                 if m <= RANK_MAX:
                     code = Int32(Path.BRACKET_RANK)
