@@ -202,15 +202,20 @@ def half_configs() -> list:
     return list(out)
 
 
-def export_all(configs, out: str, arch: str = "sm_90a", jobs: int = 2, log: bool = False):
+def export_all(
+    configs, out: str, arch: str = "sm_90a", jobs: int = 2, log: bool = False, merge: bool = False
+):
     """Export ``configs`` into ``out`` (``jobs`` processes, in the given order) and write its
     manifest, rewritten after every kernel so that an interrupted export leaves a usable
-    library of the kernels done; returns ``out``. The tune tools call this before CUDA is
-    initialised (the pool forks)."""
+    library of the kernels done; ``merge``: the manifest keeps the kernels ``out`` already
+    holds. Returns ``out``. The tune tools call this before CUDA is initialised (the pool
+    forks)."""
     import json
     from pathlib import Path
 
     manifest = {}
+    if merge and Path(out, MANIFEST).exists():
+        manifest = json.loads(Path(out, MANIFEST).read_text())
     with ProcessPoolExecutor(jobs) as pool:
         for cfg, name, dt in pool.map(_one, [(c, out, arch) for c in configs]):
             manifest[cfg.name] = manifest_entry(cfg, name, arch)

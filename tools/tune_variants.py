@@ -1,25 +1,32 @@
-"""Raw kernel times of dense rows (``StreamingConfig.dense_min`` / ``RegisterConfig.dense_min``:
-rows of more than ``dense_min * K`` scores that the aim would leave unsampled are sampled, the
-rung aiming at ``11 K / 8`` survivors, ``gvr_reference.ladder.dense_aim``) against the routed
-launch, on the GPU::
+"""Raw kernel times of the routed launch beside its variants not yet routed, on the GPU::
 
     python3 tools/tune_variants.py > tune_variants.log
     python3 tools/tune_variants.py --real-rows ../shared/data/real-rows > tune_variants.log
 
+The kernels can be exported beforehand on any machine (``CUTE_DSL_ARCH=sm_90a python3
+tools/tune_variants.py --real-rows <folder> --export-only --aot <folder>``), then the run
+given ``--aot <folder>`` exports only what is missing.
+
 Per cell the H200's routed configuration and grid (``gvr_kernels.routing.route_static`` with
-``gvr_kernels.spec.H200``, on whatever GPU runs the tool) and the same launch with
-``dense_min`` 2, 3 and 4 (cells routed to the cluster family, which has no dense rows, are left
-out). Cells routed to the workspace split, and cells of K > 1024 routed to the register
-family, also run on the cluster split (``routing.cluster_split_route``) of 2, 4, 8 and 16 CTAs
-a row with ``dense_min`` 0 and 2 (``x2``, ``x2d2``, ...; sizes whose CTAs would pass the SMs,
-or that the device does not schedule, are left out): over 32,768 scores it beat the register
-row on gaussian rows but lost on the real rows (``routing._cluster_split_replaces``), whose
-short rows ran unsampled; upstream GVR V2 meets on a cluster of two at b = 64 over 65,536
-scores, where GVR's workspace split of two lost most on the ragged set.
+``gvr_kernels.spec.H200``, on whatever GPU runs the tool), then:
+
+- streaming and register routes: the same launch with dense rows, ``dense_min`` 2, 3 and 4
+  (``d2``, ...; rows of more than ``dense_min * K`` scores that the aim would leave unsampled
+  are sampled, the rung aiming at ``11 K / 8`` survivors, ``gvr_reference.ladder.dense_aim``);
+- register and cluster routes with the bracket path: the same launch with the bit walk
+  (``walk``: ``RegisterConfig.bit_walk`` / ``ClusterConfig.bit_walk``);
+- workspace-split routes, and register routes of K > 1024: the cluster split
+  (``routing.cluster_split_route``) of 2, 4, 8 and 16 CTAs a row with ``dense_min`` 0 and 2
+  (``x2``, ``x2d2``, ...; sizes whose CTAs would pass the SMs, or that the device does not
+  schedule, are left out). Over 32,768 scores it beat the register row on gaussian rows but
+  lost on the real rows (``routing._cluster_split_replaces``), whose short rows ran
+  unsampled; upstream GVR V2 meets on a cluster of two at b = 64 over 65,536 scores, where
+  GVR's workspace split of two lost most on the ragged set.
 
 Four kinds of batches of float32 rows: gaussian rows whose lengths all lie in one band
 (``band n=L``: every row of ``L`` scores in an arena of ``width``), full rows of the decode
-grid's K = 2048 split cells (``band n=width``), serving-like ragged lengths
+grid's register and cluster cells and of its K = 2048 split cells (``band n=width``),
+serving-like ragged lengths
 (``benchmarks/bench_topk.ragged_lengths``, the last row the full width), and, with
 ``--real-rows``, every file of the real rows at its own rows and width. Each configuration is
 exported ahead of time (in parallel), then launched directly (``gvr_kernels.abi.KernelArgs``);
@@ -48,8 +55,11 @@ BANDS = [
     for k, ns in ((2048, (4097, 6144, 8193, 12288)), (1024, (2049, 3072, 4097, 6144)))
     for n in ns
 ]
-#: full rows of the decode grid at K = 2048 where the workspace split serves b <= 32
-FULL = [(w, b, 2048, w) for w in (131072, 262144) for b in (1, 8, 32)]
+#: full rows of the decode grid: the register and cluster cells (the bit walk), and K = 2048
+#: where the workspace split serves b <= 32
+FULL = [
+    (w, b, k, w) for w in (4096, 16384, 65536) for b in (1, 8, 32, 128, 512) for k in (512, 2048)
+] + [(w, b, 2048, w) for w in (131072, 262144) for b in (1, 8, 32)]
 RAGGED = [(w, b, k, None) for w in (65536, 262144) for b in (8, 64, 256) for k in (1024, 2048)]
 OUT = "/tmp/aot_tune_variants"
 
@@ -58,17 +68,19 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 
 def variants(spec, rows, width, k):
-    """``[(label, config, parts)]`` of a decode cell: the routed launch and its dense variants,
-    then (routed to the workspace split, or K > 1024 routed to the register family) the
-    cluster split's, or ``[]`` for a cell routed to a family without dense rows."""
+    """``[(label, config, parts)]`` of a decode cell: the routed launch, its dense variants
+    (streaming and register routes), its bit walk (bracket routes of the register and
+    cluster families), then (routed to the workspace split, or K > 1024 routed to the
+    register family) the cluster split's; ``[]`` for a cell with no variant."""
     from gvr_kernels import routing
 
     r = routing.route_static(spec, rows=rows, n_env=width, k=k)
-    if r.config.family not in ("streaming", "register"):
-        return []
-    out = [("routed", r.config, r.parts)]
-    out += [(f"d{d}", replace(r.config, dense_min=d), r.parts) for d in DENSE]
     cfg = r.config
+    out = [("routed", cfg, r.parts)]
+    if cfg.family in ("streaming", "register"):
+        out += [(f"d{d}", replace(cfg, dense_min=d), r.parts) for d in DENSE]
+    if cfg.family in ("register", "cluster") and cfg.bracket:
+        out.append(("walk", replace(cfg, bit_walk=True), r.parts))
     workspace_split = cfg.family == "streaming" and cfg.split and not cfg.cluster
     if workspace_split or (k > 1024 and cfg.family == "register"):
         for c in CLUSTER_SPLIT_SIZES:
@@ -78,12 +90,21 @@ def variants(spec, rows, width, k):
             for d in CLUSTER_SPLIT_DENSE:
                 label = f"x{c}" + (f"d{d}" if d else "")
                 out.append((label, replace(cs.config, dense_min=d), cs.parts))
-    return out
+    return out if len(out) > 1 else []
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--real-rows", type=Path, default=None, help="folder of real-row files")
+    ap.add_argument(
+        "--aot", default=OUT, help="folder of the exported kernels (made here unless complete)"
+    )
+    ap.add_argument("--jobs", type=int, default=15, help="export processes")
+    ap.add_argument(
+        "--export-only",
+        action="store_true",
+        help="export the kernels into --aot and stop (on any machine, CUTE_DSL_ARCH=sm_90a)",
+    )
     args = ap.parse_args()
     import numpy as np
     import torch
@@ -102,7 +123,13 @@ def main() -> None:
     import export_kernels as ek
 
     # (exported before CUDA starts: the export's pool forks)
-    aot = ek.export_all(sorted(cfgs, key=str), OUT, jobs=15)
+    missing = [c for c in sorted(cfgs, key=str) if not exported(args.aot, c)]
+    if missing:
+        ek.export_all(missing, args.aot, jobs=args.jobs, merge=True)
+    if args.export_only:
+        print(f"{len(cfgs)} kernels in {args.aot} ({len(missing)} exported now)")
+        return
+    aot = args.aot
     from bench_topk import ragged_lengths
     from device_streaming import timed_exact, timing_setup
     from gvr_kernels.testing import KernelProvider
@@ -116,7 +143,7 @@ def main() -> None:
     for w, b, k, kind in cells:
         vs = variants(H200, b, w, k)
         if not vs:
-            print(f"n={w} b={b} k={k} {kind or 'ragged'} | cluster family: not tuned", flush=True)
+            print(f"n={w} b={b} k={k} {kind or 'ragged'} | no variant", flush=True)
             continue
         if isinstance(kind, str):
             lg, lens = files[kind]
@@ -139,6 +166,16 @@ def main() -> None:
         for name, t in times.items():
             ratios.setdefault((group, name), []).append(t / times["routed"])
     print(summary(ratios))
+
+
+def exported(folder: str, cfg) -> bool:
+    """Whether ``cfg`` is in the export manifest of ``folder``."""
+    import json
+
+    from gvr_kernels.aot import MANIFEST
+
+    path = Path(folder, MANIFEST)
+    return path.exists() and cfg.name in json.loads(path.read_text())
 
 
 def batch_kind(kind, width: int) -> str:

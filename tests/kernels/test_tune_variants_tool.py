@@ -1,4 +1,4 @@
-"""``tools/tune_variants.py`` times the routed launch beside its dense variants (CPU: the variants)."""
+"""``tools/tune_variants.py`` times the routed launch beside its variants (CPU: the variants)."""
 
 from __future__ import annotations
 
@@ -31,8 +31,18 @@ def test_variants_are_the_routed_launch_and_its_dense_copies():
             assert f"_d{d}" in cfg.name and cfg.name.replace(f"_d{d}", "") == routed.name
 
 
-def test_cluster_cells_are_left_out():
-    assert variants(H200, 1, 32768, 1024) == []
+def test_bracket_routes_get_the_bit_walk():
+    """Register and cluster routes with the bracket path add the bit walk, after the dense
+    variants where the family has them; a cell with no variant is left out."""
+    cluster = variants(H200, 1, 32768, 1024)
+    assert [label for label, _, _ in cluster] == ["routed", "walk"]
+    assert cluster[0][1].family == "cluster" and cluster[1][1].bit_walk
+    register = variants(H200, 1, 4096, 512)
+    assert register[0][1].family == "register" and register[0][1].bracket
+    assert [label for label, _, _ in register] == ["routed"] + [f"d{d}" for d in DENSE] + ["walk"]
+    assert register[-1][1].name == register[0][1].name + "_walk"
+    # a cluster route without the bracket path has no variant
+    assert variants(H200, 16, 65536, 512) == []
 
 
 def test_bands_lie_past_two_k():
@@ -60,10 +70,10 @@ def test_k_2048_cells_also_run_the_cluster_split():
         "x2",
         "x2d2",
     ]
-    # the register family at K <= 1024, and launches already on a cluster split, keep the
-    # routed launch and its dense copies only
-    assert variants(H200, 128, 16384, 1024)[0][1].family == "register"
-    assert len(variants(H200, 128, 16384, 1024)) == 1 + len(DENSE)
+    # the register family at K <= 1024 (its bit walk aside), and launches already on a
+    # cluster split, run no cluster split
+    register = [label for label, _, _ in variants(H200, 128, 16384, 1024)]
+    assert register == ["routed"] + [f"d{d}" for d in DENSE] + ["walk"]
     assert len(variants(H200, 8, 131072, 2048)) == 1 + len(DENSE)
     # a cluster of 8 that would pass the SMs is left out
     assert "x8" not in [label for label, _, _ in variants(H200, 20, 32768, 2048)]
