@@ -253,7 +253,8 @@ def main() -> None:
         for c in configs
         if all((p[1:] not in c.name) if p[0] == "!" else (p in c.name) for p in parts)
     ]
-    export_all(configs, args.out, args.arch, args.jobs, log=True)
+    # (a folder that holds an export keeps it: several sets can share one folder)
+    export_all(configs, args.out, args.arch, args.jobs, log=True, merge=True)
     print(f"exported {len(dict.fromkeys(configs))} kernels to {args.out}")
 
 
