@@ -87,3 +87,25 @@ def check(counter, batch, out, values=None, det=False):
         want = topk_windows(batch.logits, batch.windows, batch.k, deterministic=True)
         assert np.array_equal(np.sort(want, axis=1), np.sort(o, axis=1)), "tie choice"
     counter["n"] += batch.rows
+
+
+def lane_positions(lane: int, threads: int, vecs: int, vec: int) -> np.ndarray:
+    """Window positions a register row puts in the vector slots of thread ``lane`` of the
+    first CTA (vector ``j`` of thread ``t`` holds positions ``(t + j * threads) * vec`` on:
+    ``gvr_kernels.device.layout.RegisterRow``)."""
+    j = np.arange(vecs)[:, None]
+    return ((lane + j * threads) * vec + np.arange(vec)[None, :]).ravel()
+
+
+def plant_lane_crowds(x: np.ndarray, rows, threads: int, vecs: int, vec: int, k: int) -> None:
+    """Rows where one thread holds many of the keys an emission writes (bit-walk tests; the
+    warp then keeps the predicated form): in row ``rows[0]`` every slot of thread 0 above
+    the rest (distinct), in row ``rows[1]`` every slot of thread 1 one tie value below
+    ``k - 8`` distinct keys elsewhere, so the crossing bin is those ties, 8 of them wanted."""
+    r0, r1 = rows
+    own = lane_positions(0, threads, vecs, vec)
+    x[r0, own] = 100.0 + np.arange(own.size, dtype=np.float32)
+    ties = lane_positions(1, threads, vecs, vec)
+    x[r1, ties] = 7.0
+    others = np.setdiff1d(np.arange(2 * threads * vec, 2 * threads * vec + 4 * k), ties)
+    x[r1, others[: k - 8]] = 50.0 + np.arange(k - 8, dtype=np.float32) / 8

@@ -59,6 +59,7 @@ from gvr_reference.register_model import CROWD_MIN, RANK_MAX, register_plan
 from ..device import shared
 from ..device.bracket import (
     POS_INF_BITS,
+    WALK_STAGE_RATIO,
     bin_masks,
     bracket_setup,
     count_bracket,
@@ -73,6 +74,7 @@ from ..device.bracket import (
     rank_crossing,
     slot_position,
     spill_floor,
+    walks,
     write_masked,
 )
 from ..device.cluster import (
@@ -413,6 +415,30 @@ class ClusterTopK:
         store_async(sh.stage_bits.iterator + slot, _LEADER, gather, [key])
         store_async(sh.stage_idx.iterator + slot, _LEADER, gather, [pos])
 
+    @cute.jit
+    def _send_slots(self, sh, gather, regs, eq, slot: Int32):
+        """The held keys of the crossing bin (bits set in ``eq``) and their positions to the
+        leader's staging slots from ``slot``, in slot order: a branch a held slot."""
+        cfg = self.cfg
+        for i in cutlass.range_constexpr(len(regs.keys)):
+            if ((eq[i // 32] >> Uint32(i % 32)) & Uint32(1)) != Uint32(0):
+                key = order_key(regs.keys[i], cfg.key_format)
+                self._send_staged(sh, gather, slot, key, regs.pos(i, cfg))
+                slot = slot + 1
+
+    @cute.jit
+    def _send_walk(self, sh, gather, regs, eq, slot: Int32):
+        """:meth:`_send_slots` by a walk over the set bits (``bit_walk``)."""
+        cfg = self.cfg
+        for w in cutlass.range_constexpr(len(eq)):
+            mw = eq[w]
+            while mw != Uint32(0):
+                low, i = lowest_slot(mw, w)
+                key = order_key(held_bits(regs, i), cfg.key_format)
+                self._send_staged(sh, gather, slot, key, slot_position(cfg, regs, i))
+                slot = slot + 1
+                mw = mw ^ low
+
     # ------------------------------------------------------------------ bracket path
     @cute.jit
     def _bracket_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32, raw):
@@ -733,23 +759,12 @@ class ClusterTopK:
                         remote(sh.ctl.iterator + Ctl.CNT, Int32(_LEADER)), n_eq, scope="cluster"
                     )
                     if const_expr(cfg.bit_walk):
-                        # A walk over the crossing bin's set bits (few a thread, or none).
-                        for w in cutlass.range_constexpr(len(eq)):
-                            mw = eq[w]
-                            while mw != Uint32(0):
-                                low, i = lowest_slot(mw, w)
-                                self._send_staged(
-                                    sh, gather, slot, order_key(held_bits(regs, i), fmt),
-                                    slot_position(cfg, regs, i),
-                                )  # fmt: skip
-                                slot = slot + 1
-                                mw = mw ^ low
+                        if walks(regs, eq, WALK_STAGE_RATIO):
+                            self._send_walk(sh, gather, regs, eq, slot)
+                        else:
+                            self._send_slots(sh, gather, regs, eq, slot)
                     else:
-                        for i in cutlass.range_constexpr(nk):
-                            if ((eq[i // 32] >> Uint32(i % 32)) & Uint32(1)) != Uint32(0):
-                                key = order_key(bits[i], fmt)
-                                self._send_staged(sh, gather, slot, key, regs.pos(i, cfg))
-                                slot = slot + 1
+                        self._send_slots(sh, gather, regs, eq, slot)
                 cute.arch.cluster_arrive_relaxed()
                 write_masked(cfg, out, values, row, regs, gt, slot_gt)
                 if m <= RANK_MAX:

@@ -55,6 +55,8 @@ __all__ = [
     "bin_masks",
     "write_masked",
     "write_positions",
+    "walks",
+    "WALK_STAGE_RATIO",
     "lowest_slot",
     "slot_position",
     "held_bits",
@@ -65,6 +67,13 @@ __all__ = [
 #: float32 bits of -inf (the value an empty register slot holds on the bracket path) and +inf.
 NEG_INF_BITS = 0xFF800000
 POS_INF_BITS = 0x7F800000
+#: ``bit_walk``: a warp walks its set bits when its busiest lane holds at most one key in
+#: this many held slots, else it keeps the predicated form. From the sm_90a SASS of the
+#: 1024 x 4 register route: about 15 instructions a key walked against 5 a slot for the
+#: predicated stores (:func:`write_masked`), and about 55 a key (the select chain) against
+#: 16 a slot for the branch per slot of the crossing bin's staging (:func:`walks`).
+WALK_STORE_RATIO = 3
+WALK_STAGE_RATIO = 4
 
 
 def _f32_bits(x: float) -> int:
@@ -323,21 +332,42 @@ def write_masked(cfg: cutlass.Constexpr, out, values, row: Int32, regs, masks, s
     in the configuration's format) whose bit is set in ``masks`` (a list of 32-bit words) to
     consecutive output slots from ``slot`` of output row ``row``, in slot order: each a
     predicated store of its window position (and, with values, of its bits, in the logits
-    format), no branch; or, with ``cfg.bit_walk`` and no values, :func:`write_positions`."""
+    format), no branch; or, with ``cfg.bit_walk``, no values and few keys in the warp
+    (:func:`walks`), :func:`write_positions`."""
     if const_expr(getattr(cfg, "bit_walk", False) and not cfg.with_values):
-        write_positions(cfg, out, row, regs, masks, slot)
+        if walks(regs, masks, WALK_STORE_RATIO):
+            write_positions(cfg, out, row, regs, masks, slot)
+        else:
+            _write_predicated(cfg, out, values, row, regs, masks, slot)
     else:
-        nbytes = cfg.key_format.elem_bytes
-        at = out.iterator.toint() + Int64(row) * Int64(out.shape[1]) * Int64(4)
-        vat = Int64(0)
+        _write_predicated(cfg, out, values, row, regs, masks, slot)
+
+
+@cute.jit
+def _write_predicated(cfg: cutlass.Constexpr, out, values, row: Int32, regs, masks, slot: Int32):
+    """:func:`write_masked`'s predicated stores, one (two with values) a held slot."""
+    nbytes = cfg.key_format.elem_bytes
+    at = out.iterator.toint() + Int64(row) * Int64(out.shape[1]) * Int64(4)
+    vat = Int64(0)
+    if const_expr(cfg.with_values):
+        vat = values.iterator.toint() + Int64(row) * Int64(values.shape[1]) * Int64(nbytes)
+    for i in cutlass.range_constexpr(len(regs.keys)):
+        bit = (masks[i // 32] >> Uint32(i % 32)) & Uint32(1)
+        store_u32_if(at + Int64(slot) * Int64(4), Uint32(regs.pos(i, cfg)), bit)
         if const_expr(cfg.with_values):
-            vat = values.iterator.toint() + Int64(row) * Int64(values.shape[1]) * Int64(nbytes)
-        for i in cutlass.range_constexpr(len(regs.keys)):
-            bit = (masks[i // 32] >> Uint32(i % 32)) & Uint32(1)
-            store_u32_if(at + Int64(slot) * Int64(4), Uint32(regs.pos(i, cfg)), bit)
-            if const_expr(cfg.with_values):
-                store_u32_if(vat + Int64(slot) * Int64(nbytes), regs.keys[i], bit, 8 * nbytes)
-            slot = slot + Int32(bit)
+            store_u32_if(vat + Int64(slot) * Int64(nbytes), regs.keys[i], bit, 8 * nbytes)
+        slot = slot + Int32(bit)
+
+
+@cute.jit
+def walks(regs, masks, ratio: cutlass.Constexpr) -> Boolean:
+    """Whether the warp (all 32 lanes call it) walks the set bits of ``masks``: its busiest
+    lane holds at most one set bit in ``ratio`` held slots (warp-uniform)."""
+    n = Int32(0)
+    for w in cutlass.range_constexpr(len(masks)):
+        n = n + Int32(cute.arch.popc(masks[w]))
+    most = Int32(cute.arch.warp_redux_sync(n, "max"))
+    return Boolean(most * ratio <= len(regs.keys))
 
 
 @cute.jit

@@ -61,6 +61,7 @@ from gvr_reference.register_model import CROWD_MIN, RANK_MAX, register_plan
 from ..device import shared
 from ..device.bracket import (
     POS_INF_BITS,
+    WALK_STAGE_RATIO,
     bin_masks,
     bracket_setup,
     count_bracket,
@@ -75,6 +76,7 @@ from ..device.bracket import (
     rank_crossing,
     slot_position,
     spill_floor,
+    walks,
     write_masked,
 )
 from ..device.keys import KEY_MAX, format_key_of, order_key, widen_bits
@@ -440,21 +442,12 @@ class RegisterTopK:
             else:
                 if cute.arch.vote_any_sync(n_eq > 0):
                     if const_expr(cfg.bit_walk):
-                        # A walk over the crossing bin's set bits (few a thread, or none).
-                        for w in cutlass.range_constexpr(len(eq)):
-                            mw = eq[w]
-                            while mw != Uint32(0):
-                                low, i = lowest_slot(mw, w)
-                                sh.stage_bits[slot_eq] = order_key(held_bits(regs, i), fmt)
-                                sh.stage_idx[slot_eq] = slot_position(cfg, regs, i)
-                                slot_eq = slot_eq + 1
-                                mw = mw ^ low
+                        if walks(regs, eq, WALK_STAGE_RATIO):
+                            self._stage_walk(sh, regs, eq, slot_eq)
+                        else:
+                            self._stage_slots(sh, regs, eq, slot_eq)
                     else:
-                        for i in cutlass.range_constexpr(nk):
-                            if (eq[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
-                                sh.stage_bits[slot_eq] = order_key(bits[i], fmt)
-                                sh.stage_idx[slot_eq] = regs.pos(i, cfg)
-                                slot_eq = slot_eq + 1
+                        self._stage_slots(sh, regs, eq, slot_eq)
                 cute.arch.barrier()
                 if m <= RANK_MAX:
                     code = Int32(Path.BRACKET_RANK)
@@ -464,6 +457,30 @@ class RegisterTopK:
                     code = Int32(Path.BRACKET_NARROW)
                     narrow_crossing(cfg, sh, win, out, values, row, k, m, need, above)
         return code
+
+    @cute.jit
+    def _stage_slots(self, sh, regs, eq, slot: Int32):
+        """The held keys of the crossing bin (bits set in ``eq``) and their positions to
+        staging slots from ``slot``, in slot order: a branch a held slot."""
+        cfg = self.cfg
+        for i in cutlass.range_constexpr(len(regs.keys)):
+            if (eq[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
+                sh.stage_bits[slot] = order_key(regs.keys[i], cfg.key_format)
+                sh.stage_idx[slot] = regs.pos(i, cfg)
+                slot = slot + 1
+
+    @cute.jit
+    def _stage_walk(self, sh, regs, eq, slot: Int32):
+        """:meth:`_stage_slots` by a walk over the set bits (``bit_walk``)."""
+        cfg = self.cfg
+        for w in cutlass.range_constexpr(len(eq)):
+            mw = eq[w]
+            while mw != Uint32(0):
+                low, i = lowest_slot(mw, w)
+                sh.stage_bits[slot] = order_key(held_bits(regs, i), cfg.key_format)
+                sh.stage_idx[slot] = slot_position(cfg, regs, i)
+                slot = slot + 1
+                mw = mw ^ low
 
     @cute.jit
     def _sampled(
