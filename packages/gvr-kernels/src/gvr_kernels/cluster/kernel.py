@@ -59,22 +59,18 @@ from gvr_reference.register_model import CROWD_MIN, RANK_MAX, register_plan
 from ..device import shared
 from ..device.bracket import (
     POS_INF_BITS,
-    WALK_STAGE_RATIO,
     bin_masks,
     bracket_setup,
     count_bracket,
     find_crossing_cta,
     fmax_nan,
     fmin,
-    held_bits,
     hist_base,
-    lowest_slot,
     may_lead,
     narrow_crossing,
     rank_crossing,
-    slot_position,
     spill_floor,
-    walks,
+    stage_masked,
     write_masked,
 )
 from ..device.cluster import (
@@ -408,37 +404,6 @@ class ClusterTopK:
             )
         self._record(paths, row, code)
 
-    @cute.jit
-    def _send_staged(self, sh, gather, slot: Int32, key: Uint32, pos: Int32):
-        """One crossing-bin key and its position to staging slot ``slot`` of the leader,
-        completing on its ``gather`` mbarrier."""
-        store_async(sh.stage_bits.iterator + slot, _LEADER, gather, [key])
-        store_async(sh.stage_idx.iterator + slot, _LEADER, gather, [pos])
-
-    @cute.jit
-    def _send_slots(self, sh, gather, regs, eq, slot: Int32):
-        """The held keys of the crossing bin (bits set in ``eq``) and their positions to the
-        leader's staging slots from ``slot``, in slot order: a branch a held slot."""
-        cfg = self.cfg
-        for i in cutlass.range_constexpr(len(regs.keys)):
-            if ((eq[i // 32] >> Uint32(i % 32)) & Uint32(1)) != Uint32(0):
-                key = order_key(regs.keys[i], cfg.key_format)
-                self._send_staged(sh, gather, slot, key, regs.pos(i, cfg))
-                slot = slot + 1
-
-    @cute.jit
-    def _send_walk(self, sh, gather, regs, eq, slot: Int32):
-        """:meth:`_send_slots` by a walk over the set bits (``bit_walk``)."""
-        cfg = self.cfg
-        for w in cutlass.range_constexpr(len(eq)):
-            mw = eq[w]
-            while mw != Uint32(0):
-                low, i = lowest_slot(mw, w)
-                key = order_key(held_bits(regs, i), cfg.key_format)
-                self._send_staged(sh, gather, slot, key, slot_position(cfg, regs, i))
-                slot = slot + 1
-                mw = mw ^ low
-
     # ------------------------------------------------------------------ bracket path
     @cute.jit
     def _bracket_row(self, sh, out, values, paths, win, rank: Int32, row: Int32, k: Int32, raw):
@@ -758,13 +723,12 @@ class ClusterTopK:
                     slot = warp_slots(
                         remote(sh.ctl.iterator + Ctl.CNT, Int32(_LEADER)), n_eq, scope="cluster"
                     )
-                    if const_expr(cfg.bit_walk):
-                        if walks(regs, eq, WALK_STAGE_RATIO):
-                            self._send_walk(sh, gather, regs, eq, slot)
-                        else:
-                            self._send_slots(sh, gather, regs, eq, slot)
-                    else:
-                        self._send_slots(sh, gather, regs, eq, slot)
+
+                    def put(at, key, pos):
+                        store_async(sh.stage_bits.iterator + at, _LEADER, gather, [key])
+                        store_async(sh.stage_idx.iterator + at, _LEADER, gather, [pos])
+
+                    stage_masked(cfg, regs, eq, slot, put)
                 cute.arch.cluster_arrive_relaxed()
                 write_masked(cfg, out, values, row, regs, gt, slot_gt)
                 if m <= RANK_MAX:

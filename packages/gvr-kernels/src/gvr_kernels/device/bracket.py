@@ -30,9 +30,9 @@ from gvr_reference.bracket import (
 )
 
 from . import warp
-from .keys import F32, KEY_MAX, key_bits, widen_bits
+from .keys import F32, KEY_MAX, key_bits, order_key, widen_bits
 from .layout import Ctl, Goal, Rank, Source
-from .memory import store_u32_at, store_u32_if
+from .memory import store_u32_if
 from .ops import umax, umin
 from .select import emit_rule, narrow, position_reader, write_slot
 from .shared import ctl_u32
@@ -55,8 +55,8 @@ __all__ = [
     "bin_masks",
     "write_masked",
     "write_positions",
+    "stage_masked",
     "walks",
-    "WALK_STAGE_RATIO",
     "lowest_slot",
     "slot_position",
     "held_bits",
@@ -71,7 +71,7 @@ POS_INF_BITS = 0x7F800000
 #: this many held slots, else it keeps the predicated form. From the sm_90a SASS of the
 #: 1024 x 4 register route: about 15 instructions a key walked against 5 a slot for the
 #: predicated stores (:func:`write_masked`), and about 55 a key (the select chain) against
-#: 16 a slot for the branch per slot of the crossing bin's staging (:func:`walks`).
+#: 16 a slot for the branch per slot of the crossing bin's staging (:func:`stage_masked`).
 WALK_STORE_RATIO = 3
 WALK_STAGE_RATIO = 4
 
@@ -334,7 +334,7 @@ def write_masked(cfg: cutlass.Constexpr, out, values, row: Int32, regs, masks, s
     predicated store of its window position (and, with values, of its bits, in the logits
     format), no branch; or, with ``cfg.bit_walk``, no values and few keys in the warp
     (:func:`walks`), :func:`write_positions`."""
-    if const_expr(getattr(cfg, "bit_walk", False) and not cfg.with_values):
+    if const_expr(cfg.bit_walk and not cfg.with_values):
         if walks(regs, masks, WALK_STORE_RATIO):
             write_positions(cfg, out, row, regs, masks, slot)
         else:
@@ -408,14 +408,45 @@ def write_positions(cfg: cutlass.Constexpr, out, row: Int32, regs, masks, slot: 
     its address on every held slot. A thread holds few keys above the crossing bin (``K`` of
     the row's ``n``), so the walk is short. Values need the held bits: those launches keep
     the predicated stores."""
-    at = out.iterator.toint() + Int64(row) * Int64(out.shape[1]) * Int64(4)
     for w in cutlass.range_constexpr(len(masks)):
         m = masks[w]
         while m != Uint32(0):
             low, i = lowest_slot(m, w)
-            store_u32_at(at + Int64(slot) * Int64(4), Uint32(slot_position(cfg, regs, i)))
+            out[row, slot] = slot_position(cfg, regs, i)
             slot = slot + 1
             m = m ^ low
+
+
+@cute.jit
+def stage_masked(cfg: cutlass.Constexpr, regs, masks, slot: Int32, put: cutlass.Constexpr):
+    """Hand the held keys whose bit is set in ``masks`` (the crossing bin's) to
+    ``put(slot, key, position)`` for consecutive slots from ``slot``, in slot order (``key``:
+    the order key in the configuration's format): a branch a held slot, or, with
+    ``cfg.bit_walk`` and few keys in the warp (:func:`walks`), a walk over the set bits with
+    each key's bits read by :func:`held_bits`. The whole warp calls it."""
+    fmt = cfg.key_format
+    if const_expr(cfg.bit_walk):
+        if walks(regs, masks, WALK_STAGE_RATIO):
+            for w in cutlass.range_constexpr(len(masks)):
+                m = masks[w]
+                while m != Uint32(0):
+                    low, i = lowest_slot(m, w)
+                    put(slot, order_key(held_bits(regs, i), fmt), slot_position(cfg, regs, i))
+                    slot = slot + 1
+                    m = m ^ low
+        else:
+            _stage_slots(cfg, regs, masks, slot, put)
+    else:
+        _stage_slots(cfg, regs, masks, slot, put)
+
+
+@cute.jit
+def _stage_slots(cfg: cutlass.Constexpr, regs, masks, slot: Int32, put: cutlass.Constexpr):
+    """:func:`stage_masked`'s form with a branch a held slot."""
+    for i in cutlass.range_constexpr(len(regs.keys)):
+        if ((masks[i // 32] >> Uint32(i % 32)) & Uint32(1)) != Uint32(0):
+            put(slot, order_key(regs.keys[i], cfg.key_format), regs.pos(i, cfg))
+            slot = slot + 1
 
 
 @cute.jit

@@ -104,22 +104,6 @@ def load_coherent(ptr: cute.Pointer) -> Uint32:
     )
 
 
-@dsl_user_op
-def store_u32_at(addr: Int64, value: Uint32, *, loc=None, ip=None) -> None:
-    """``st.global.u32 [addr], value`` (``addr``: a global byte address, as
-    ``pointer.toint()`` gives it)."""
-    operands = [Int64(addr).ir_value(loc=loc, ip=ip), Uint32(value).ir_value(loc=loc, ip=ip)]
-    llvm.inline_asm(
-        None,
-        operands,
-        "st.global.u32 [$0], $1;",
-        "l,r,~{memory}",
-        has_side_effects=True,
-        loc=loc,
-        ip=ip,
-    )
-
-
 @cute.jit
 def store_u32(ptr: cute.Pointer, value: Uint32):
     """Store raw 32 bits to global memory (used for fp32 values given as bits)."""

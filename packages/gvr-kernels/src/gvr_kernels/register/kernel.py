@@ -61,22 +61,18 @@ from gvr_reference.register_model import CROWD_MIN, RANK_MAX, register_plan
 from ..device import shared
 from ..device.bracket import (
     POS_INF_BITS,
-    WALK_STAGE_RATIO,
     bin_masks,
     bracket_setup,
     count_bracket,
     find_crossing_cta,
     fmax_nan,
     fmin,
-    held_bits,
     hist_base,
-    lowest_slot,
     may_lead,
     narrow_crossing,
     rank_crossing,
-    slot_position,
     spill_floor,
-    walks,
+    stage_masked,
     write_masked,
 )
 from ..device.keys import KEY_MAX, format_key_of, order_key, widen_bits
@@ -441,13 +437,12 @@ class RegisterTopK:
                     write_masked(cfg, out, values, row, regs, eq, above + slot_eq)
             else:
                 if cute.arch.vote_any_sync(n_eq > 0):
-                    if const_expr(cfg.bit_walk):
-                        if walks(regs, eq, WALK_STAGE_RATIO):
-                            self._stage_walk(sh, regs, eq, slot_eq)
-                        else:
-                            self._stage_slots(sh, regs, eq, slot_eq)
-                    else:
-                        self._stage_slots(sh, regs, eq, slot_eq)
+
+                    def put(slot, key, pos):
+                        sh.stage_bits[slot] = key
+                        sh.stage_idx[slot] = pos
+
+                    stage_masked(cfg, regs, eq, slot_eq, put)
                 cute.arch.barrier()
                 if m <= RANK_MAX:
                     code = Int32(Path.BRACKET_RANK)
@@ -457,30 +452,6 @@ class RegisterTopK:
                     code = Int32(Path.BRACKET_NARROW)
                     narrow_crossing(cfg, sh, win, out, values, row, k, m, need, above)
         return code
-
-    @cute.jit
-    def _stage_slots(self, sh, regs, eq, slot: Int32):
-        """The held keys of the crossing bin (bits set in ``eq``) and their positions to
-        staging slots from ``slot``, in slot order: a branch a held slot."""
-        cfg = self.cfg
-        for i in cutlass.range_constexpr(len(regs.keys)):
-            if (eq[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
-                sh.stage_bits[slot] = order_key(regs.keys[i], cfg.key_format)
-                sh.stage_idx[slot] = regs.pos(i, cfg)
-                slot = slot + 1
-
-    @cute.jit
-    def _stage_walk(self, sh, regs, eq, slot: Int32):
-        """:meth:`_stage_slots` by a walk over the set bits (``bit_walk``)."""
-        cfg = self.cfg
-        for w in cutlass.range_constexpr(len(eq)):
-            mw = eq[w]
-            while mw != Uint32(0):
-                low, i = lowest_slot(mw, w)
-                sh.stage_bits[slot] = order_key(held_bits(regs, i), cfg.key_format)
-                sh.stage_idx[slot] = slot_position(cfg, regs, i)
-                slot = slot + 1
-                mw = mw ^ low
 
     @cute.jit
     def _sampled(
