@@ -97,11 +97,15 @@ def lane_positions(lane: int, threads: int, vecs: int, vec: int) -> np.ndarray:
     return ((lane + j * threads) * vec + np.arange(vec)[None, :]).ravel()
 
 
-def plant_lane_crowds(x: np.ndarray, rows, threads: int, vecs: int, vec: int, k: int) -> None:
-    """Rows where one thread holds many of the keys an emission writes (bit-walk tests; the
-    warp then keeps the predicated form): in row ``rows[0]`` every slot of thread 0 above
-    the rest (distinct), in row ``rows[1]`` every slot of thread 1 one tie value below
-    ``k - 8`` distinct keys elsewhere, so the crossing bin is those ties, 8 of them wanted."""
+def plant_lane_crowds(x: np.ndarray, rows, threads: int, vecs: int, k: int, dtype: str):
+    """``x`` with rows where one thread holds many of the keys an emission writes (bit-walk
+    tests; the warp then keeps the predicated form), rounded to ``dtype``: in row
+    ``rows[0]`` every slot of thread 0 above the rest (distinct), in row ``rows[1]`` every
+    slot of thread 1 one tie value below ``k - 8`` distinct keys elsewhere, so the crossing
+    bin is those ties, 8 of them wanted."""
+    from gvr_reference.keys import key_format, round_to_format
+
+    vec = key_format(dtype).vec
     r0, r1 = rows
     own = lane_positions(0, threads, vecs, vec)
     x[r0, own] = 100.0 + np.arange(own.size, dtype=np.float32)
@@ -109,3 +113,4 @@ def plant_lane_crowds(x: np.ndarray, rows, threads: int, vecs: int, vec: int, k:
     x[r1, ties] = 7.0
     others = np.setdiff1d(np.arange(2 * threads * vec, 2 * threads * vec + 4 * k), ties)
     x[r1, others[: k - 8]] = 50.0 + np.arange(k - 8, dtype=np.float32) / 8
+    return round_to_format(x, key_format(dtype))

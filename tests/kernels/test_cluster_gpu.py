@@ -347,11 +347,7 @@ def bracket_paths(kp, case, values, bit_walk):
     g = rng(10, *map(int, shape), det, SALT[dtype])
     x, kv, kinds = bracket_forced_rows(g, cfg.params, k, cap + 64)
     if bit_walk:  # gaussian rows (kind 0) where one lane holds many keys: predicated stores
-        from gvr_reference.keys import key_format, round_to_format
-
-        vec = key_format(dtype).vec
-        helpers.plant_lane_crowds(x, (0, 10), cfg.threads, cfg.vecs, vec, k)
-        x = round_to_format(x, key_format(dtype))
+        x = helpers.plant_lane_crowds(x, (0, 10), cfg.threads, cfg.vecs, k, dtype)
     b = x.shape[0]
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     want = np.array([int(simulate_row(x[r, : kv[r]], k, cfg.params).path) for r in range(b)])

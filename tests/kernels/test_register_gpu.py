@@ -323,10 +323,7 @@ def forced_paths(kp, case, early, bit_walk=False):
     k = 512
     x, kv, params = forced_rows(rng(6, threads, vecs, SALT[dtype]), threads, vecs, dtype, k)
     if bit_walk:  # gaussian rows (kind 0) where one lane holds many keys: predicated stores
-        from gvr_reference.keys import key_format, round_to_format
-
-        helpers.plant_lane_crowds(x, (0, 24), threads, vecs, params.vec, k)
-        x = round_to_format(x, key_format(dtype))
+        x = helpers.plant_lane_crowds(x, (0, 24), threads, vecs, k, dtype)
     params = replace(params, bracket=bracket)
     b = x.shape[0]
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
