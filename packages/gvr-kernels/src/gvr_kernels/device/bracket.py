@@ -32,7 +32,7 @@ from gvr_reference.bracket import (
 from . import warp
 from .keys import F32, KEY_MAX, key_bits, order_key, widen_bits
 from .layout import Ctl, Goal, Rank, Source
-from .memory import store_u32_if
+from .memory import store_u32, store_u32_if
 from .ops import umax, umin
 from .select import emit_rule, narrow, position_reader, write_slot
 from .shared import ctl_u32
@@ -68,10 +68,11 @@ __all__ = [
 NEG_INF_BITS = 0xFF800000
 POS_INF_BITS = 0x7F800000
 #: ``bit_walk``: a warp walks its set bits when its busiest lane holds at most one key in
-#: this many held slots, else it keeps the predicated form. From the sm_90a SASS of the
-#: 1024 x 4 register route: about 15 instructions a key walked against 5 a slot for the
-#: predicated stores (:func:`write_masked`), and about 55 a key (the select chain) against
-#: 16 a slot for the branch per slot of the crossing bin's staging (:func:`stage_masked`).
+#: this many held slots, else it keeps the predicated form. The sm_90a SASS of the
+#: 1024 x 4 register route: about 20 instructions a key walked against 5 a slot for the
+#: predicated stores (:func:`write_masked`; even at one key in four), and about 55 a key
+#: (the select chain) against 16 a slot for the branch per slot of the crossing bin's
+#: staging (:func:`stage_masked`). Guesses until the variant is timed.
 WALK_STORE_RATIO = 3
 WALK_STAGE_RATIO = 4
 
@@ -408,11 +409,12 @@ def write_positions(cfg: cutlass.Constexpr, out, row: Int32, regs, masks, slot: 
     its address on every held slot. A thread holds few keys above the crossing bin (``K`` of
     the row's ``n``), so the walk is short. Values need the held bits: those launches keep
     the predicated stores."""
+    at = out.iterator + Int64(row) * Int64(out.shape[1])  # (the row's base, out of the loop)
     for w in cutlass.range_constexpr(len(masks)):
         m = masks[w]
         while m != Uint32(0):
             low, i = lowest_slot(m, w)
-            out[row, slot] = slot_position(cfg, regs, i)
+            store_u32(at + slot, Uint32(slot_position(cfg, regs, i)))
             slot = slot + 1
             m = m ^ low
 
