@@ -123,7 +123,8 @@ def main() -> None:
     import export_kernels as ek
 
     # (exported before CUDA starts: the export's pool forks)
-    missing = [c for c in sorted(cfgs, key=str) if not exported(args.aot, c)]
+    done = exported_names(args.aot)
+    missing = [c for c in sorted(cfgs, key=str) if c.name not in done]
     if missing:
         ek.export_all(missing, args.aot, jobs=args.jobs, merge=True)
     if args.export_only:
@@ -168,14 +169,14 @@ def main() -> None:
     print(summary(ratios))
 
 
-def exported(folder: str, cfg) -> bool:
-    """Whether ``cfg`` is in the export manifest of ``folder``."""
+def exported_names(folder: str) -> set:
+    """The configuration names in the export manifest of ``folder`` (empty without one)."""
     import json
 
     from gvr_kernels.aot import MANIFEST
 
     path = Path(folder, MANIFEST)
-    return path.exists() and cfg.name in json.loads(path.read_text())
+    return set(json.loads(path.read_text())) if path.exists() else set()
 
 
 def batch_kind(kind, width: int) -> str:
