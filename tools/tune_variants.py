@@ -12,9 +12,11 @@ Per cell the H200's routed configuration and grid (``gvr_kernels.routing.route_s
 
 - streaming and register routes: the same launch with dense rows, ``dense_min`` 2, 3 and 4
   (``d2``, ...; rows of more than ``dense_min * K`` scores that the aim would leave unsampled
-  are sampled, the rung aiming at ``11 K / 8`` survivors, ``gvr_reference.ladder.dense_aim``);
+  are sampled, the rung aiming at ``11 K / 8`` survivors, ``gvr_reference.ladder.dense_aim``;
+  ``d0``, the plain launch, in place of a route's own ``dense_min``);
 - register and cluster routes with the bracket path: the same launch with the bit walk
-  (``walk``: ``RegisterConfig.bit_walk`` / ``ClusterConfig.bit_walk``);
+  (``walk``: ``RegisterConfig.bit_walk`` / ``ClusterConfig.bit_walk``), or without it
+  (``nowalk``) where the route walks;
 - workspace-split routes, and register routes of K > 1024: the cluster split
   (``routing.cluster_split_route``) of 2, 4, 8 and 16 CTAs a row with ``dense_min`` 0 and 2
   (``x2``, ``x2d2``, ...; sizes whose CTAs would pass the SMs, or that the device does not
@@ -69,18 +71,23 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 def variants(spec, rows, width, k):
     """``[(label, config, parts)]`` of a decode cell: the routed launch, its dense variants
-    (streaming and register routes), its bit walk (bracket routes of the register and
-    cluster families), then (routed to the workspace split, or K > 1024 routed to the
-    register family) the cluster split's; ``[]`` for a cell with no variant."""
+    (streaming and register routes: ``dense_min`` 2, 3 and 4, or 0, 3 and 4 for a route
+    with dense rows), its bit walk or, routed with it, its predicated form (``nowalk``:
+    bracket routes of the register and cluster families), then (routed to the workspace
+    split, or K > 1024 routed to the register family) the cluster split's; ``[]`` for a
+    cell with no variant."""
     from gvr_kernels import routing
 
     r = routing.route_static(spec, rows=rows, n_env=width, k=k)
     cfg = r.config
     out = [("routed", cfg, r.parts)]
     if cfg.family in ("streaming", "register"):
-        out += [(f"d{d}", replace(cfg, dense_min=d), r.parts) for d in DENSE]
+        # (a route with dense rows times the plain launch, d0, in place of its own)
+        dense = [0 if d == cfg.dense_min else d for d in DENSE]
+        out += [(f"d{d}", replace(cfg, dense_min=d), r.parts) for d in dense]
     if cfg.family in ("register", "cluster") and cfg.bracket:
-        out.append(("walk", replace(cfg, bit_walk=True), r.parts))
+        label = "nowalk" if cfg.bit_walk else "walk"
+        out.append((label, replace(cfg, bit_walk=not cfg.bit_walk), r.parts))
     workspace_split = cfg.family == "streaming" and cfg.split and not cfg.cluster
     if workspace_split or (k > 1024 and cfg.family == "register"):
         for c in CLUSTER_SPLIT_SIZES:

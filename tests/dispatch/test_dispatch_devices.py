@@ -25,8 +25,9 @@ from gvr_kernels.spec import H200
 from gvr_reference import oracle
 
 SPECS = (H200, replace(H200, sm_count=H200.sm_count // 2))
-#: A decode shape whose split (CTAs per row) depends on the SM count.
-ROWS, N_ENV, K = 8, 1 << 17, 512
+#: A decode shape whose workspace split (CTAs per row) depends on the SM count (13-31 rows:
+#: no cluster split takes it).
+ROWS, N_ENV, K = 16, 1 << 17, 512
 
 
 class TwoDeviceRuntime(FakeRuntime):

@@ -286,14 +286,43 @@ def test_cuda_graph_decode_replays(api, case):
     the outputs and replay again."""
     from gvr_kernels.routing import route_static
     from gvr_kernels.spec import spec_from_properties
-    from gvr_kernels.testing import poison_beyond
 
     batch, next_n, cr, width, steps = case
-    k = 512
-    msl = width * cr
     spec = spec_from_properties(torch.cuda.get_device_properties(0))
-    route = route_static(spec, rows=batch * next_n, n_env=width, k=k, with_values=True)
+    route = route_static(spec, rows=batch * next_n, n_env=width, k=512, with_values=True)
     assert getattr(route.config, "ragged", False) == (case in GRAPH_CASES[-2:]), route.config.name
+    _replay_decode_graph(api, batch, next_n, cr, width, steps, k=512, values=True)
+
+
+#: (batch, width, K, cluster size) of the cluster split's graph test: float32 decode launches
+#: without values in place of the workspace split (16, 8 and 2 CTAs a row) and of the
+#: register family's 1024 x 8 row (K = 2048).
+CLUSTER_SPLIT_GRAPH_CASES = [(1, 262144, 512, 16), (12, 131072, 512, 8), (64, 65536, 512, 2),
+                             (8, 32768, 2048, 8)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case", CLUSTER_SPLIT_GRAPH_CASES, ids=lambda c: f"x{c[3]}-b{c[0]}-k{c[2]}"
+)
+def test_cuda_graph_decode_replays_on_the_cluster_split(api, case):
+    """The routed cluster split (dense rows) under CUDA-graph replay as kv_lens change, as
+    :func:`test_cuda_graph_decode_replays` (indices only)."""
+    from gvr_kernels.routing import route_static
+    from gvr_kernels.spec import spec_from_properties
+
+    batch, width, k, cluster = case
+    spec = spec_from_properties(torch.cuda.get_device_properties(0))
+    route = route_static(spec, rows=batch, n_env=width, k=k)
+    assert route.family == "streaming" and route.config.cluster == cluster, route.config.name
+    _replay_decode_graph(api, batch, 1, 1, width, 40, k=k, values=False)
+
+
+def _replay_decode_graph(api, batch, next_n, cr, width, steps, k, values):
+    """Capture one decode call (with ``values`` or not) and check every replay as the
+    lengths and the logits change in place (:func:`_kv_schedule`)."""
+    from gvr_kernels.testing import poison_beyond
+
+    msl = width * cr
     rows = batch * next_n
     g = rng(6, batch)
     base = torch.from_numpy(g.standard_normal((rows, width)).astype(np.float32)).cuda()
@@ -302,7 +331,8 @@ def test_cuda_graph_decode_replays(api, case):
     logits = arena[:, :width]
     kv = torch.zeros(batch, dtype=torch.int32, device="cuda")
     out = torch.zeros((rows, k), dtype=torch.int32, device="cuda")
-    values = torch.zeros((rows, k), device="cuda")
+    vals = torch.zeros((rows, k), device="cuda") if values else None
+    call = dict(out=out, values=vals, next_n=next_n, compress_ratio=cr, max_seq_len=msl)
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -313,21 +343,17 @@ def test_cuda_graph_decode_replays(api, case):
             rows=(rows,),
             next_n=next_n,
             compress_ratio=cr,
-            with_values=True,
+            with_values=values,
             progress=False,
         )
         print(report)
-        api.topk_decode(
-            logits, kv, out=out, values=values, next_n=next_n, compress_ratio=cr, max_seq_len=msl
-        )
+        api.topk_decode(logits, kv, **call)
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
 
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        api.topk_decode(
-            logits, kv, out=out, values=values, next_n=next_n, compress_ratio=cr, max_seq_len=msl
-        )
+        api.topk_decode(logits, kv, **call)
 
     sched = _kv_schedule(steps, batch, next_n, cr, k, msl, g)
     for step, kv_np in enumerate(sched + sched[:3]):
@@ -339,7 +365,8 @@ def test_cuda_graph_decode_replays(api, case):
         )
         if step >= len(sched):  # the last replays start from zeroed outputs
             out.zero_()
-            values.zero_()
+            if values:
+                vals.zero_()
         graph.replay()
         torch.cuda.synchronize()
         report = validate.check_decode(
@@ -349,7 +376,7 @@ def test_cuda_graph_decode_replays(api, case):
             out.cpu().numpy(),
             next_n=next_n,
             compress_ratio=cr,
-            values=values.cpu().numpy(),
+            values=vals.cpu().numpy() if values else None,
         )
         assert report.ok, f"replay {step}:\n{report.summary()}"
     # The split workspace the graph uses has its row headers back at zero.

@@ -185,20 +185,22 @@ def test_no_max_seq_len_works_under_capture():
 def test_capture_after_warmup_uses_graph_workspace():
     d, runtime, compiler = fake_dispatcher()
     msl = 1 << 18
-    assert route_static(H200, rows=2, n_env=msl, k=512).parts > 1
-    d.warmup(k=512, max_seq_len=msl, rows=(1, 2), progress=False)
+    # (deterministic ties: the workspace split; without them the cluster split, no workspace)
+    det = dict(deterministic=True)
+    assert route_static(H200, rows=2, n_env=msl, k=512, **det).workspace_words
+    d.warmup(k=512, max_seq_len=msl, rows=(1, 2), progress=False, **det)
     stream_ws = d.workspace_for()
     n_compiled, n_ws = len(compiler.compiled), len(d._stream_ws)
     x = torch.randn(2, msl)
     kv = torch.tensor([msl, 1000], dtype=torch.int32)
 
-    d.topk_decode(x, kv, 512, max_seq_len=msl)
+    d.topk_decode(x, kv, 512, max_seq_len=msl, **det)
     eager = compiler.calls[-1]
     assert eager["parts"] > 1 and eager["ws_ptr"] == stream_ws.tensor.data_ptr()
 
     runtime.is_capturing = True
     runtime.stream = 99  # capture runs on another stream than the warmup
-    out = d.topk_decode(x, kv, 512, max_seq_len=msl)
+    out = d.topk_decode(x, kv, 512, max_seq_len=msl, **det)
     captured = compiler.calls[-1]
     assert captured["ws_ptr"] == d._graph_ws[0].tensor.data_ptr() != eager["ws_ptr"]
     assert len(compiler.compiled) == n_compiled and len(d._stream_ws) == n_ws
@@ -211,16 +213,17 @@ def test_capture_after_warmup_uses_graph_workspace():
 def test_workspace_per_stream():
     d, runtime, compiler = fake_dispatcher()
     n = 1 << 18
-    assert route_static(H200, rows=1, n_env=n, k=64).parts > 1
+    det = dict(deterministic=True)  # (the workspace split: see above)
+    assert route_static(H200, rows=1, n_env=n, k=64, **det).workspace_words
     x = torch.randn(1, n)
     kv = torch.tensor([n], dtype=torch.int32)
-    d.topk_decode(x, kv, 64, max_seq_len=n)
+    d.topk_decode(x, kv, 64, max_seq_len=n, **det)
     a = compiler.calls[-1]["ws_ptr"]
     runtime.stream = 8
-    d.topk_decode(x, kv, 64, max_seq_len=n)
+    d.topk_decode(x, kv, 64, max_seq_len=n, **det)
     b = compiler.calls[-1]["ws_ptr"]
     runtime.stream = 7
-    d.topk_decode(x, kv, 64, max_seq_len=n)
+    d.topk_decode(x, kv, 64, max_seq_len=n, **det)
     assert compiler.calls[-1]["ws_ptr"] == a != b
     assert d.workspace_for(stream=8).tensor.data_ptr() == b
     assert d.workspace_for().nbytes == d.workspace_bytes()

@@ -262,14 +262,17 @@ def test_kernel_width_limit():
 
 
 def _split_call(workspace):
-    """A call that routes to a split launch (one long row) with ``workspace``."""
+    """A call that routes to a workspace split (one long row, deterministic ties: without
+    them the cluster split serves it, with no workspace) with ``workspace``."""
 
     def call(d, out):
         n = 1 << 18
-        assert route_static(H200, rows=1, n_env=n, k=8).parts > 1
+        assert route_static(H200, rows=1, n_env=n, k=8, deterministic=True).workspace_words
         x = torch.randn(1, n)
         kv = torch.tensor([n], dtype=torch.int32)
-        return d.topk_decode(x, kv, 8, out=out, max_seq_len=n, workspace=workspace)
+        return d.topk_decode(
+            x, kv, 8, out=out, max_seq_len=n, workspace=workspace, deterministic=True
+        )
 
     return call
 

@@ -3,6 +3,7 @@ shape facts; the route's shared-memory and workspace figures come from its confi
 
 from __future__ import annotations
 
+import collections
 import itertools
 from dataclasses import replace
 
@@ -18,18 +19,24 @@ from gvr_kernels.routing import (
     CLUSTER_MAX_N,
     CLUSTER_MIN_N,
     CLUSTER_SMALL_K,
+    CLUSTER_SPLIT_DENSE_MIN,
+    CLUSTER_SPLIT_REGISTER_MIN_K,
     CLUSTER_WIDE_N,
     MIN_PART_ELEMS,
     PRELOAD_MAX,
     RAGGED_BULK_EXTRA_PER_SM,
     RAGGED_BULK_MAX_ROWS,
     RAGGED_BULK_MIN_N,
+    RAGGED_MIN_N,
+    RAGGED_MIN_ROWS,
     REGISTER_MAX_N,
     REGISTER_WIDE_N,
     SMALL_ROW_N,
     SPLIT_MIN_N,
     _cluster_core,
     _cluster_split_replaces,
+    _register_core,
+    _split_cluster,
     cluster_split_route,
     max_workspace_words,
     route_dynamic,
@@ -45,7 +52,7 @@ from gvr_reference.ragged import UNIT, ragged_parts
 
 def test_route_static_policy():
     s = H200.sm_count
-    r = route_static(H200, rows=1, n_env=262144, k=2048)
+    r = route_static(H200, rows=1, n_env=262144, k=2048, mode="full")
     assert r.parts == min(s, 262144 // MIN_PART_ELEMS) and r.config.split
     assert route_static(H200, rows=1, n_env=4096, k=512).config.threads == 512
     assert r.grid == r.parts and r.workspace_words == 4 + 256 + 2 * r.config.capacity
@@ -199,14 +206,18 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     # form of those whose launches reach BLOCK_SKIP_MIN_BYTES
     skip = [c for c in streaming if c.block_skip]
     streaming = [c for c in streaming if not c.block_skip]
-    # the cluster split of float32 decode launches (``_cluster_split_replaces``): 8 CTAs a row,
-    # without values (as the cluster family's route it replaces), in both tie modes
+    # the cluster split of float32 decode launches with dense rows: 8 CTAs a row where the
+    # cluster family's route it replaces runs (without values, in both tie modes:
+    # ``_cluster_split_replaces``), and 2, 8 or 16 in place of the register family's 1024 x 8
+    # row or a static workspace split (without values or ties)
     xsplit = [c for c in streaming if c.cluster]
     streaming = [c for c in streaming if not c.cluster]
-    assert {(c.cluster, c.mode, c.dtype, c.split, c.ragged) for c in xsplit} == {
-        (8, "decode", "float32", True, False)
+    assert {(c.cluster, c.mode, c.dtype, c.split, c.ragged, c.dense_min) for c in xsplit} == {
+        (cluster, "decode", "float32", True, False, CLUSTER_SPLIT_DENSE_MIN)
+        for cluster in (2, 8, 16)
     }
     assert {(c.with_values, c.deterministic) for c in xsplit} == {(False, False), (False, True)}
+    assert all(not c.deterministic for c in xsplit if c.cluster != 8)
     # and the preloading form of the float32 decode / full split (three chunk sizes)
     pre = [c for c in streaming if c.preload]
     streaming = [c for c in streaming if not c.preload]
@@ -275,7 +286,11 @@ def test_register_family_where_it_is_measured_faster():
         assert r.family == "register" and r.config.max_n >= n_env and r.parts == 1
     assert route_static(H200, rows=s + 1, n_env=REGISTER_WIDE_N, k=512).family == "streaming"
     assert route_static(H200, rows=1, n_env=REGISTER_WIDE_N + 1, k=512).family == "cluster"
-    assert route_static(H200, rows=1, n_env=REGISTER_WIDE_N, k=2048).family == "register"
+    # (float32 decode rows without values or ties there take the cluster split at few rows)
+    assert route_static(H200, rows=1, n_env=REGISTER_WIDE_N, k=2048).config.cluster == 8
+    assert route_static(H200, rows=13, n_env=REGISTER_WIDE_N, k=2048).family == "register"
+    kw = dict(rows=1, n_env=REGISTER_WIDE_N, k=2048, with_values=True)
+    assert route_static(H200, **kw).family == "register"
     kw = dict(n_env=REGISTER_WIDE_N + 1, k=512, families=("streaming", "register"))
     assert route_static(H200, rows=1, **kw).family == "streaming"
     # Two 512-thread CTAs per SM once rows outnumber the SMs, except where the values and tie
@@ -297,7 +312,7 @@ def test_register_decode_rows_load_early_up_to_one_row_a_sm():
     for rows, n_env, k in ((1, 4096, 512), (32, 4096, 2048), (s, 2048, 512)):
         cfg = route_static(H200, rows=rows, n_env=n_env, k=k).config
         assert cfg.family == "register" and cfg.early_loads, (rows, n_env, k)
-        assert cfg.name.endswith("_early")
+        assert "_early" in cfg.name
     # 64 registers a thread (1024 x 4 at n = 16,384; 1024 x 8), past one row a SM, or rows
     # with no length to wait for: the loads follow the window.
     for rows, n_env, mode in ((s, 16384, "decode"), (32, REGISTER_WIDE_N, "decode"),
@@ -339,7 +354,9 @@ def test_cluster_family_where_it_is_measured_faster():
             assert (c.cluster, c.threads) == shape and c.max_n >= n_env
             assert r.grid == rows * c.cluster and r.parts == 1 and r.workspace_words == 0
             assert c.mode == mode and c.deterministic
-    assert route_static(H200, rows=1, n_env=32768, k=CLUSTER_SMALL_K + 1).family == "register"
+    kw = dict(rows=1, n_env=32768, k=CLUSTER_SMALL_K + 1)
+    assert route_static(H200, **kw, with_values=True).family == "register"
+    assert route_static(H200, **kw).config.cluster == 8  # (the cluster split: lean decode)
     assert route_static(H200, rows=half // 4 + 1, n_env=65536, k=512).family == "streaming"
     # Up to 131,072: sixteen 512 x 4 CTAs (non-portable clusters) in every mode and at every
     # K while they take at most half the SMs, then eight 1024 x 4 CTAs only where their
@@ -504,7 +521,8 @@ def test_16bit_logits_route_like_float32(dtype):
                 assert a.family == "streaming" or a.config.max_n >= n_env
             else:
                 assert a.family == "streaming" and a.config.ladder.vec == 8
-                if b.family == "streaming":
+                if b.family == "streaming" and not b.config.cluster:
+                    # (the cluster split serves float32 decode launches only)
                     assert (a.parts, a.grid, a.config.threads) == (
                         b.parts,
                         b.grid,
@@ -530,6 +548,11 @@ def test_block_skip_routes_only_at_the_working_set_gate():
         r = route_static(H200, rows=rows, n_env=n_env, k=2048, dtype=dtype, block_skip=True)
         plain = route_static(H200, rows=rows, n_env=n_env, k=2048, dtype=dtype)
         assert r.config.block_skip and not r.config.l2_hints and plain.config.l2_hints
+        if plain.config.cluster:
+            # the cluster split (no block skip) gives way to the workspace split it replaces
+            parts = min(H200.sm_count // rows, -(-n_env // MIN_PART_ELEMS))
+            assert r.config.split and not r.config.cluster and r.parts == parts
+            continue
         if plain.config.ragged and rows > H200.sm_count:
             # the ragged split of many rows keeps one CTA a row when the maxima come
             plain = replace(plain, config=replace(plain.config, split=False, ragged=False))
@@ -572,19 +595,24 @@ def test_split_rows_preload_their_chunk_where_it_fits():
     vectors a thread loads it before the sample; longer chunks, ragged and block-skip splits,
     prefill windows and 16-bit rows do not."""
     for rows, n_env, want in ((1, 262144, 2), (2, 200003, 2), (9, 131072, 3), (8, 262144, 4)):
-        for mode in ("decode", "full"):
-            r = route_static(H200, rows=rows, n_env=n_env, k=1024, mode=mode)
-            chunk = -(-((n_env + 3) // 4) // r.parts)
-            assert r.config.preload == want == -(-chunk // r.config.threads), (rows, n_env)
-            assert want <= PRELOAD_MAX and r.config.name.endswith(f"_pl{want}")
+        r = route_static(H200, rows=rows, n_env=n_env, k=1024, mode="full")
+        chunk = -(-((n_env + 3) // 4) // r.parts)
+        assert r.config.preload == want == -(-chunk // r.config.threads), (rows, n_env)
+        assert want <= PRELOAD_MAX and r.config.name.endswith(f"_pl{want}")
+        # decode rows there take the cluster split: its chunks, preloaded where they fit
+        r = route_static(H200, rows=rows, n_env=n_env, k=1024)
+        vectors = -(-((n_env + 3) // 4) // r.parts)
+        need = -(-vectors // r.config.threads)
+        assert r.config.cluster and r.config.preload == (need if need <= PRELOAD_MAX else 0)
     assert route_static(H200, rows=16, n_env=262144, k=512).config.preload == 0  # 8 a thread
     assert route_static(H200, rows=33, n_env=262144, k=512).config.ragged
     assert route_static(H200, rows=33, n_env=262144, k=512).config.preload == 0
     assert route_static(H200, rows=1, n_env=262144, k=512, mode="prefill").config.preload == 0
     bf16 = route_static(H200, rows=1, n_env=262144, k=512, dtype="bfloat16")
     assert bf16.parts > 1 and bf16.config.preload == 0
-    # (a block-skip launch is at least 32 MiB: its split chunks are far longer)
-    assert {c.preload for c in routed_configs(H200) if getattr(c, "preload", 0)} == {2, 3, 4}
+    # (a block-skip launch is at least 32 MiB: its split chunks are far longer; one vector a
+    # thread: the cluster split of eight over 32,768 scores)
+    assert {c.preload for c in routed_configs(H200) if getattr(c, "preload", 0)} == {1, 2, 3, 4}
 
 
 def test_preload_config_rules():
@@ -641,8 +669,8 @@ def test_bracket_scratch_words_precede_the_histogram():
 def test_cluster_split_configurations_and_routes():
     """A cluster split (``StreamingConfig.cluster``) is a static split whose row is one
     thread-block cluster: no workspace, the split core's staging and ladder (so the CPU model
-    of a split of the same capacity predicts its paths), the grid ``rows * cluster``; the
-    router does not choose it."""
+    of a split of the same capacity predicts its paths), the grid ``rows * cluster``, and
+    ``dense_min`` as asked."""
     from gvr_kernels.registry import family_of
     from gvr_kernels.streaming.config import CLUSTER_SIZES, HIST_BINS
 
@@ -655,13 +683,14 @@ def test_cluster_split_configurations_and_routes():
         StreamingConfig(split=True, cluster=True)
     with pytest.raises(ValueError, match="cluster"):
         StreamingConfig(split=True, cluster=2, block_skip=True)
-    split = route_static(H200, rows=8, n_env=262144, k=2048).config
-    assert split.split and not split.cluster
+    split = route_static(H200, rows=8, n_env=262144, k=2048, mode="full").config
+    assert split.split and not split.cluster and split.mode == "full"
     for cluster in CLUSTER_SIZES:
         r = cluster_split_route(H200, rows=8, n_env=131072, k=2048, cluster=cluster)
         c = r.config
         assert (r.parts, r.grid, r.workspace_words) == (cluster, 8 * cluster, 0)
         assert c.cluster == cluster and c.split and not c.ragged and f"_x{cluster}_" in c.name
+        assert c.dense_min == 0
         assert c.workspace_words_per_row == 0
         assert c.ladder == split.ladder and c.max_k == 2048
         # the split core's arrays, the cluster's histogram and its meeting words
@@ -679,6 +708,9 @@ def test_cluster_split_configurations_and_routes():
         cluster_split_route(small, rows=1, n_env=262144, k=512, cluster=16)
     with pytest.raises(ValueError, match="k must be"):
         cluster_split_route(H200, rows=1, n_env=262144, k=4096, cluster=4)
+    dense = cluster_split_route(H200, rows=8, n_env=131072, k=2048, cluster=8, dense_min=2)
+    assert dense.config == replace(c, cluster=8, dense_min=2, preload=dense.config.preload)
+    assert "_d2_" in dense.config.name
     half = cluster_split_route(H200, rows=2, n_env=65536, k=512, cluster=4, dtype="bfloat16")
     assert half.config.dtype == "bfloat16" and half.config.preload == 0
     # chosen by the router only for float32 decode launches
@@ -689,14 +721,19 @@ def test_cluster_split_configurations_and_routes():
 
 @pytest.mark.parametrize("spec", [H200, B200], ids=["h200", "b200"])
 def test_cluster_split_where_it_is_measured_faster(spec):
-    """``route_static`` takes the cluster split exactly where the cluster family would run a
-    float32 decode row on eight 1024-thread CTAs (``_cluster_split_replaces``), with the
-    launch ``cluster_split_route`` gives; every other launch keeps its route."""
-    seen = 0
+    """``route_static`` takes the cluster split, with ``CLUSTER_SPLIT_DENSE_MIN``, for float32
+    decode launches only: eight CTAs where the cluster family would run eight 1024-thread
+    CTAs a row (``_cluster_split_replaces``, either tie mode); eight in place of the register
+    family's 1024 x 8 row at K above ``CLUSTER_SPLIT_REGISTER_MIN_K`` for at most 12 rows
+    (``_cluster_split_replaces_register``); and ``_split_cluster``'s size in place of a static
+    workspace split; the last two without values or ties. Every other launch keeps its
+    route."""
+    s = spec.sm_count
+    seen = collections.Counter()
     for rows, n_env, k, mode, values, det, dtype in itertools.product(
-        (1, 4, 5, 8, 9, 10, 17),
-        (65536, 65537, 131072, 131073),
-        (512, 513, 2048),
+        (1, 2, 3, 8, 12, 13, 31, 32, 64, 66, 67),
+        (16385, 32768, 65536, 65537, 131072, 131073, 262144),
+        (512, 1025, 2048),
         ("decode", "prefill", "full"),
         (False, True),
         (False, True),
@@ -704,22 +741,63 @@ def test_cluster_split_where_it_is_measured_faster(spec):
     ):
         kw = dict(rows=rows, n_env=n_env, k=k, mode=mode, with_values=values, deterministic=det)
         r = route_static(spec, dtype=dtype, **kw)
+        lean = mode == "decode" and dtype == "float32" and not (values or det)
         clu = _cluster_core(spec, rows, n_env, k, mode, values, dtype, det)
+        reg = _register_core(spec, rows, n_env, k, mode, values, det, dtype)
         if clu is not None and _cluster_split_replaces(clu, mode):
-            seen += 1
-            assert r == cluster_split_route(spec, cluster=8, dtype=dtype, **kw), kw
-            assert (r.grid, r.parts, r.workspace_words) == (rows * 8, 8, 0)
-            assert mode == "decode" and dtype == "float32" and not values and k > 512
-            assert 65536 < n_env <= 131072 and 8 * rows <= spec.sm_count // 2
+            want, why = 8, "cluster"
+        elif clu is not None:
+            want, why = 0, None
+        elif reg is not None:
+            fits = lean and k > CLUSTER_SPLIT_REGISTER_MIN_K and rows <= 12
+            want = 8 if fits and (reg.threads, reg.vecs) == (1024, 8) else 0
+            why = "register"
         else:
-            assert r.family == "cluster" or not getattr(r.config, "cluster", 0), kw
-    assert seen
-    # the measured cell, and its neighbours on the H200
+            parts = min(s // rows, -(-n_env // MIN_PART_ELEMS))
+            static = rows <= s // 2 and n_env >= SPLIT_MIN_N and parts > 1
+            ragged = rows >= RAGGED_MIN_ROWS and n_env >= RAGGED_MIN_N
+            want = _split_cluster(spec, rows, parts) if lean and static and not ragged else 0
+            why = "split"
+        if want:
+            seen[why] += 1
+            assert r == cluster_split_route(
+                spec, cluster=want, dtype=dtype, dense_min=CLUSTER_SPLIT_DENSE_MIN, **kw
+            ), kw
+            assert mode == "decode" and dtype == "float32" and not values
+            assert r.grid == rows * want <= s and want <= spec.max_cluster_size
+        else:
+            assert not getattr(r.config, "cluster", 0) or r.family == "cluster", kw
+            assert r.family == ("cluster" if clu is not None else r.family)
+    assert set(seen) == {"cluster", "register", "split"}, seen
+    # the measured cells (``tune_variants.log``), and their neighbours
+    big = 16 if spec.max_cluster_size >= 16 else 8
+    for rows, n_env, k, cluster in (
+        (1, 262144, 2048, big),
+        (2, 262144, 512, big),
+        (3, 262144, 512, 8),
+        (8, 262144, 2048, 8),
+        (12, 131072, 512, 8),
+        (13, 131072, 1024, 0),
+        (31, 131072, 1024, 0),
+        (32, 65536, 2048, 2),
+        (32, 131072, 512, 2),
+        (64, 65536, 512, 2),
+        (32, 262144, 512, 0),  # the ragged split
+        (1, 32768, 2048, 8),
+        (12, 32768, 2048, 8),
+        (13, 32768, 2048, 0),  # the register row
+        (1, 32768, 1024, 0),  # the cluster family
+    ):
+        r = route_static(spec, rows=rows, n_env=n_env, k=k)
+        split = r.config.cluster if r.family == "streaming" else 0
+        assert split == cluster, (rows, n_env, k)
+        for kw in (dict(mode="full"), dict(with_values=True), dict(dtype="bfloat16")):
+            other = route_static(spec, rows=rows, n_env=n_env, k=k, **kw).config
+            assert other.family == "cluster" or not getattr(other, "cluster", 0), kw
     if spec is H200:
         assert route_static(H200, rows=8, n_env=131072, k=1024).config.cluster == 8
         assert route_static(H200, rows=8, n_env=131072, k=1024).family == "streaming"
         assert route_static(H200, rows=4, n_env=131072, k=1024).family == "cluster"  # x16
-        assert not route_static(H200, rows=9, n_env=131072, k=1024).config.cluster
         full = route_static(H200, rows=8, n_env=131072, k=1024, mode="full")
         assert full.family == "cluster" and full.config.cluster == 8
     # (these launches are far below the block-skip sizes: the maxima change nothing)

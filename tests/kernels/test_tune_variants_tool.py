@@ -21,7 +21,7 @@ from tune_variants import (  # noqa: E402
 
 
 def test_variants_are_the_routed_launch_and_its_dense_copies():
-    for width, rows, k in [(32768, 8, 2048), (65536, 64, 2048), (262144, 256, 1024)]:
+    for width, rows, k in [(32768, 13, 2048), (131072, 16, 2048), (262144, 256, 1024)]:
         got = variants(H200, rows, width, k)[: 1 + len(DENSE)]
         assert [label for label, _, _ in got] == ["routed"] + [f"d{d}" for d in DENSE]
         routed = got[0][1]
@@ -29,18 +29,25 @@ def test_variants_are_the_routed_launch_and_its_dense_copies():
         for (_, cfg, parts), d in zip(got[1:], DENSE, strict=True):
             assert cfg.dense_min == d and parts == got[0][2]
             assert f"_d{d}" in cfg.name and cfg.name.replace(f"_d{d}", "") == routed.name
+    # a route with dense rows (the cluster split) times the plain launch in place of its own
+    got = variants(H200, 8, 32768, 2048)
+    assert got[0][1].cluster == 8 and got[0][1].dense_min == 2
+    assert [label for label, _, _ in got] == ["routed", "d0", "d3", "d4"]
+    assert got[1][1].dense_min == 0 and got[1][1].name == got[0][1].name.replace("_d2", "")
 
 
 def test_bracket_routes_get_the_bit_walk():
-    """Register and cluster routes with the bracket path add the bit walk, after the dense
-    variants where the family has them; a cell with no variant is left out."""
+    """Register and cluster routes with the bracket path (routed with the bit walk) add its
+    predicated form, after the dense variants where the family has them; a cell with no
+    variant is left out."""
     cluster = variants(H200, 1, 32768, 1024)
-    assert [label for label, _, _ in cluster] == ["routed", "walk"]
-    assert cluster[0][1].family == "cluster" and cluster[1][1].bit_walk
+    assert [label for label, _, _ in cluster] == ["routed", "nowalk"]
+    assert cluster[0][1].family == "cluster" and cluster[0][1].bit_walk
+    assert not cluster[1][1].bit_walk
     register = variants(H200, 1, 4096, 512)
     assert register[0][1].family == "register" and register[0][1].bracket
-    assert [label for label, _, _ in register] == ["routed"] + [f"d{d}" for d in DENSE] + ["walk"]
-    assert register[-1][1].name == register[0][1].name + "_walk"
+    assert [label for label, _, _ in register] == ["routed"] + [f"d{d}" for d in DENSE] + ["nowalk"]
+    assert register[-1][1].name + "_walk" == register[0][1].name
     # a cluster route without the bracket path has no variant
     assert variants(H200, 16, 65536, 512) == []
 
@@ -50,10 +57,10 @@ def test_bands_lie_past_two_k():
 
 
 def test_k_2048_cells_also_run_the_cluster_split():
-    """K = 2048 over 32,768 scores is routed to the register family, over 262,144 at b = 1 to
-    the workspace split; the tool adds the cluster split of every size whose CTAs fit the
-    SMs, plain and with dense rows, at the same envelope."""
-    for rows, width in [(8, 32768), (1, 262144), (64, 65536)]:
+    """K = 2048 over 32,768 scores at 13 rows is routed to the register family, over 131,072
+    at 16 rows to the workspace split; the tool adds the cluster split of every size whose
+    CTAs fit the SMs, plain and with dense rows, at the same envelope."""
+    for rows, width in [(13, 32768), (16, 131072), (31, 65536)]:
         got = variants(H200, rows, width, 2048)
         routed = got[0][1]
         assert routed.family == "register" or (routed.split and not routed.cluster)
@@ -65,16 +72,21 @@ def test_k_2048_cells_also_run_the_cluster_split():
             c = int(label[1:].split("d")[0])
             assert cfg.family == "streaming" and cfg.cluster == c and parts == c
             assert cfg.dense_min == (2 if "d" in label else 0)
-    # the workspace split at any K (b = 64 over 65,536 scores: two CTAs a row) gets them too
-    assert [label for label, _, _ in variants(H200, 64, 65536, 512)][1 + len(DENSE) :] == [
+    # the workspace split at any K gets them too
+    assert [label for label, _, _ in variants(H200, 16, 131072, 512)][1 + len(DENSE) :] == [
         "x2",
         "x2d2",
+        "x4",
+        "x4d2",
+        "x8",
+        "x8d2",
     ]
     # the register family at K <= 1024 (its bit walk aside), and launches already on a
     # cluster split, run no cluster split
     register = [label for label, _, _ in variants(H200, 128, 16384, 1024)]
-    assert register == ["routed"] + [f"d{d}" for d in DENSE] + ["walk"]
+    assert register == ["routed"] + [f"d{d}" for d in DENSE] + ["nowalk"]
     assert len(variants(H200, 8, 131072, 2048)) == 1 + len(DENSE)
+    assert len(variants(H200, 64, 65536, 512)) == 1 + len(DENSE)
     # a cluster of 8 that would pass the SMs is left out
     assert "x8" not in [label for label, _, _ in variants(H200, 20, 32768, 2048)]
 

@@ -252,6 +252,35 @@ BLOCK_SKIP_LONG_MIN_BYTES = 32 << 20
 BLOCK_SKIP_LONG_N = 131072
 #: The kernel families the router picks from, in the order it tries them.
 FAMILY_NAMES = ("register", "cluster", "streaming")
+#: The cluster split (``StreamingConfig.cluster``) in place of the workspace split of a
+#: float32 decode launch without values or deterministic ties (:func:`_split_cluster`):
+#: ``(cluster, most rows)``, the first that fits the rows, the split's CTAs a row and the
+#: device, else a cluster of two from ``CLUSTER_PAIR_MIN_ROWS`` rows. Measured on the H200
+#: (``tools/tune_variants.py``, ``benchmarks/results/h200/tune_variants.log``, raw kernel
+#: times, routed workspace split against the cluster split with dense rows): b = 1,
+#: n = 262,144, K = 2048 13.2 us on 16 CTAs against 15.2 on 32; b = 8 there 15.4 on 8
+#: against 17.8 on 16 (16 CTAs a row: 23.6, more clusters of 16 than the GPCs hold at once);
+#: the real kjv-131k rows (b = 12, 11 CTAs a row) 14.5 / 14.9 / 17.0 against 14.4 / 15.8 /
+#: 18.4 for K = 512 / 1024 / 2048.
+CLUSTER_SPLIT_ROWS = ((16, 2), (8, 12))
+#: ... and from this many rows (a static split of two to four CTAs a row, envelopes up to
+#: ``RAGGED_MIN_N - 1``) a cluster of two: b = 64, n = 65,536, 12.1-13.4 us against
+#: 12.9-25.0 on rows of 2,049-12,288 scores, 14.0 / 14.4 against 15.8 / 22.4 on the ragged
+#: rows (K = 1024 / 2048); b = 32, n = 65,536 and 131,072, K = 2048 15.5 / 18.9 against
+#: 17.7 / 20.5 (K = 512 even: 15.3 against 15.2). Clusters of four over 32 rows measured
+#: 1.4x slower (more than the GPCs hold at once); rows 13-31 keep the workspace split
+#: (not measured).
+CLUSTER_PAIR_MIN_ROWS = 32
+#: K above this (at most 2048) with an envelope of ``REGISTER_MAX_N + 1`` to
+#: ``REGISTER_WIDE_N`` (the register family's 1024 x 8 row) take the cluster split of
+#: eight CTAs a row for float32 decode launches of at most ``CLUSTER_SPLIT_ROWS``' rows for
+#: eight without values or deterministic ties: rows of 4,097-12,288 scores in a 32,768 arena
+#: at b = 1 / 8, K = 2048 10.9-12.0 / 11.1-12.6 us against 12.4-13.6 / 12.4-14.4; the real
+#: rows 12.0 (cr4) and 11.9 (stdlib) against 17.2 and 13.9 at b = 8.
+CLUSTER_SPLIT_REGISTER_MIN_K = CLUSTER_SMALL_K
+#: The routed cluster splits' ``dense_min``: rows the aim leaves unsampled past twice K are
+#: sampled (the same cells without: up to 2.3x slower on short rows, even on full rows).
+CLUSTER_SPLIT_DENSE_MIN = 2
 
 #: The streaming cores the policy picks from (call-mode fields left at their defaults).
 _SPLIT = StreamingConfig(
@@ -560,28 +589,42 @@ def route_static(
     if unknown:
         raise ValueError(f"families must be among {FAMILY_NAMES}, got {sorted(unknown)}")
     reg = clu = None
+    launch = dict(
+        rows=rows, n_env=n_env, k=k, mode=mode, with_values=with_values, deterministic=deterministic
+    )
+    # float32 decode launches without values or deterministic ties: where the cluster split
+    # was measured
+    lean = mode == "decode" and dtype == "float32" and not (with_values or deterministic)
     if "cluster" in families:
         clu = _cluster_core(spec, rows, n_env, k, mode, with_values, dtype, deterministic)
     if clu is not None and clu.smem_bytes <= spec.smem_per_block:
         if _cluster_split_replaces(clu, mode):
-            return cluster_split_route(
-                spec,
-                rows=rows,
-                n_env=n_env,
-                k=k,
-                cluster=clu.cluster,
-                mode=mode,
-                with_values=with_values,
-                deterministic=deterministic,
-            )
-        config = replace(clu, mode=mode, with_values=with_values, deterministic=deterministic)
+            return _routed_cluster_split(spec, clu.cluster, launch)
+        # Bracket routes of both register families take the bit walk (``bit_walk``;
+        # ``tune_variants.log``, the H200: the routed time's geomean 0.99x over 25 cluster
+        # cells, 0.94x over 7 register cells, 0.90x-1.06x each).
+        config = replace(
+            clu,
+            mode=mode,
+            with_values=with_values,
+            deterministic=deterministic,
+            bit_walk=clu.bracket,
+        )
         return Route(
             config=config, parts=1, grid=rows * clu.cluster, workspace_words=0, n_env=n_env
         )
     if "register" in families:
         reg = _register_core(spec, rows, n_env, k, mode, with_values, deterministic, dtype)
     if reg is not None and reg.smem_bytes * reg.resident <= spec.smem_per_sm:
-        config = replace(reg, mode=mode, with_values=with_values, deterministic=deterministic)
+        if lean and _cluster_split_replaces_register(spec, reg, rows, k):
+            return _routed_cluster_split(spec, 8, launch)
+        config = replace(
+            reg,
+            mode=mode,
+            with_values=with_values,
+            deterministic=deterministic,
+            bit_walk=reg.bracket,
+        )
         return Route(config=config, parts=1, grid=rows, workspace_words=0, n_env=n_env)
     s = spec.sm_count
     parts = 1
@@ -600,6 +643,9 @@ def route_static(
         # Rows of a decode or prefill launch may differ in length: the ragged split hands
         # the CTAs out by length in-kernel (full rows are all as long as the width).
         ragged = mode != "full" and rows >= RAGGED_MIN_ROWS and n_env >= RAGGED_MIN_N
+        cluster = _split_cluster(spec, rows, parts) if lean and not (ragged or skips) else 0
+        if cluster:
+            return _routed_cluster_split(spec, cluster, launch)
         core = replace(_SPLIT, ragged=ragged)
     elif rows <= s and n_env > SMALL_ROW_N:
         core = _SINGLE_1024
@@ -663,15 +709,44 @@ def _cluster_split_replaces(clu: ClusterConfig, mode: str) -> bool:
     kernel times, uniform / serving-like ragged rows): K = 1024 14.9 / 14.2 us on the cluster
     family against 12.9 / 12.0 us on the cluster split, K = 2048 14.9 / 14.2 against 13.4 /
     12.1; through the API 15.3 -> 13.2 and 15.2 -> 13.6 us replayed
-    (``bench_cluster_split_co.json``). Full rows were not measured. Elsewhere the cluster split
-    was slower or unmeasured: at K = 2048 over 32,768 scores it beat the register route on
-    gaussian rows (11.2 against 13.5 us at 8 rows) but not on the real rows (17.0 against
-    14.2 us), whose survivors crowd the ends of the row (attention sink and recency), so that a
-    contiguous split leaves most of them to one or two CTAs while the register route reads the
-    row in one CTA (the likely cause; not yet confirmed by the phase stamps). The cluster
-    family's own route cuts the row into eight contiguous chunks as the cluster split does.
+    (``bench_cluster_split_co.json``). Full rows were not measured. With dense rows
+    (:data:`CLUSTER_SPLIT_DENSE_MIN`) the same cells measured even (b = 8, n = 131,072,
+    K = 2048: 13.3 us either way, ``tune_variants.log``). Where else the cluster split
+    replaces a route: :func:`_cluster_split_replaces_register` and :func:`_split_cluster`.
     """
     return mode == "decode" and clu.dtype == "float32" and (clu.cluster, clu.threads) == (8, 1024)
+
+
+def _split_cluster(spec: DeviceSpec, rows: int, parts: int) -> int:
+    """The cluster size of the cluster split that replaces a workspace split of ``parts``
+    CTAs a row (a static split: ``rows * parts <= SMs``), or 0 to keep it: the first of
+    :data:`CLUSTER_SPLIT_ROWS` whose rows, size (at most ``parts`` and the device's largest
+    cluster) fit, else two from :data:`CLUSTER_PAIR_MIN_ROWS` rows."""
+    for cluster, most_rows in CLUSTER_SPLIT_ROWS:
+        if rows <= most_rows and cluster <= min(parts, spec.max_cluster_size):
+            return cluster
+    return 2 if rows >= CLUSTER_PAIR_MIN_ROWS else 0
+
+
+def _cluster_split_replaces_register(spec: DeviceSpec, reg: RegisterConfig, rows: int, k: int):
+    """Whether the cluster split of eight CTAs a row replaces the register route ``reg`` of
+    a float32 decode launch without values or deterministic ties: the 1024 x 8 row
+    (envelopes of ``REGISTER_MAX_N + 1`` to ``REGISTER_WIDE_N``) at K above
+    :data:`CLUSTER_SPLIT_REGISTER_MIN_K`, while eight CTAs a row fit
+    :data:`CLUSTER_SPLIT_ROWS` and the device."""
+    most_rows = dict(CLUSTER_SPLIT_ROWS)[8]
+    return (
+        k > CLUSTER_SPLIT_REGISTER_MIN_K
+        and (reg.threads, reg.vecs) == (1024, 8)
+        and rows <= most_rows
+        and spec.max_cluster_size >= 8
+    )
+
+
+def _routed_cluster_split(spec: DeviceSpec, cluster: int, launch: dict) -> Route:
+    """The router's cluster split of ``cluster`` CTAs a row for ``launch`` (the keyword
+    arguments of :func:`cluster_split_route`), with :data:`CLUSTER_SPLIT_DENSE_MIN`."""
+    return cluster_split_route(spec, cluster=cluster, dense_min=CLUSTER_SPLIT_DENSE_MIN, **launch)
 
 
 def cluster_split_route(
@@ -685,12 +760,15 @@ def cluster_split_route(
     with_values: bool = False,
     deterministic: bool = False,
     dtype: str = "float32",
+    dense_min: int = 0,
 ) -> Route:
     """A cluster split launch (``StreamingConfig.cluster``): the split core with each row's
     ``cluster`` CTAs in one thread-block cluster, meeting through distributed shared memory
-    instead of the workspace (grid ``rows * cluster``, no workspace). :func:`route_static`
-    chooses it where :func:`_cluster_split_replaces` says; the device tests and
-    ``tools/tune_cluster_split.py`` launch any cell through this.
+    instead of the workspace (grid ``rows * cluster``, no workspace), with ``dense_min``
+    (``StreamingConfig.dense_min``). :func:`route_static` chooses it (with
+    :data:`CLUSTER_SPLIT_DENSE_MIN`) where :func:`_cluster_split_replaces`,
+    :func:`_cluster_split_replaces_register` or :func:`_split_cluster` say; the device tests
+    and ``tools/tune_cluster_split.py`` launch any cell through this.
 
     Raises:
         ValueError: ``cluster`` is not one of ``CLUSTER_SIZES`` or is larger than the device
@@ -703,7 +781,7 @@ def cluster_split_route(
             f"{spec.name}, got {cluster}"
         )
     _check_launch(rows, n_env, k, mode, dtype)
-    core = replace(_SPLIT, l2_hints=True, cluster=cluster)
+    core = replace(_SPLIT, l2_hints=True, cluster=cluster, dense_min=dense_min)
     if dtype != "float32":
         core = replace(core, dtype=dtype, unroll=UNROLL_16BIT)  # (as the 1024-thread cores)
     config = replace(core, mode=mode, with_values=with_values, deterministic=deterministic)
@@ -761,8 +839,12 @@ def routed_configs(
     bulk = BULK_ROWS_PER_SM * s
     edges = {1, 2, h // 8, h // 8 + 1, h // 4, h // 4 + 1, h // 2, h // 2 + 1, h, h + 1, s}
     edges |= {s + 1, bulk, bulk + 1}
+    # the cluster split's row counts, and its chunks of every preload length (and none)
+    edges |= {most + d for _, most in CLUSTER_SPLIT_ROWS for d in (0, 1)}
+    edges |= {CLUSTER_PAIR_MIN_ROWS - 1, CLUSTER_PAIR_MIN_ROWS}
+    chunks = {c * 4096 * p for c in CLUSTER_SIZES for p in range(1, PRELOAD_MAX + 1)}
     for rows in sorted(edges | {4 * s}):
-        for n_env in (
+        for n_env in sorted(chunks | {1 << 20}) + [
             2048,
             2049,
             SMALL_ROW_N,
@@ -784,7 +866,7 @@ def routed_configs(
             CLUSTER_WIDE_N,
             CLUSTER_WIDE_N + 1,
             262144,
-        ):
+        ]:
             for k, mode, with_values, det, dtype, skip in itertools.product(
                 sorted({512, BULK_MAX_K, CLUSTER_SMALL_K + 1, CLUSTER_LOW_K, MAX_K}),
                 MODES,
