@@ -72,7 +72,8 @@ POS_INF_BITS = 0x7F800000
 #: 1024 x 4 register route: about 20 instructions a key walked against 5 a slot for the
 #: predicated stores (:func:`write_masked`; even at one key in four), and about 55 a key
 #: (the select chain) against 16 a slot for the branch per slot of the crossing bin's
-#: staging (:func:`stage_masked`). Guesses until the variant is timed.
+#: staging (:func:`stage_masked`). The ratios come from those counts, not from timings (the
+#: walk as a whole was timed: ``benchmarks/results/h200/tune_variants.log``).
 WALK_STORE_RATIO = 3
 WALK_STAGE_RATIO = 4
 
