@@ -252,31 +252,42 @@ BLOCK_SKIP_LONG_MIN_BYTES = 32 << 20
 BLOCK_SKIP_LONG_N = 131072
 #: The kernel families the router picks from, in the order it tries them.
 FAMILY_NAMES = ("register", "cluster", "streaming")
-#: The cluster split (``StreamingConfig.cluster``) in place of the workspace split of a
-#: float32 decode launch without values or deterministic ties (:func:`_split_cluster`):
-#: ``(cluster, most rows)``, the first that fits the rows, the split's CTAs a row and the
-#: device, else a cluster of two from ``CLUSTER_PAIR_MIN_ROWS`` rows. Measured on the H200
-#: (``tools/tune_variants.py``, ``benchmarks/results/h200/tune_variants.log``, raw kernel
-#: times, routed workspace split against the cluster split with dense rows): b = 1,
-#: n = 262,144, K = 2048 13.2 us on 16 CTAs against 15.2 on 32; b = 8 there 15.4 on 8
-#: against 17.8 on 16 (16 CTAs a row: 23.6, more clusters of 16 than the GPCs hold at once);
-#: the real kjv-131k rows (b = 12, 11 CTAs a row) 14.5 / 14.9 / 17.0 against 14.4 / 15.8 /
-#: 18.4 for K = 512 / 1024 / 2048.
-CLUSTER_SPLIT_ROWS = ((16, 2), (8, 12))
+#: The cluster split (``StreamingConfig.cluster``) of eight CTAs a row in place of the
+#: static workspace split of a float32 decode launch without values or deterministic ties of
+#: ``CLUSTER_SPLIT_MIN_ROWS`` to ``CLUSTER_SPLIT_MAX_ROWS`` rows, at K above
+#: ``CLUSTER_SPLIT_MIN_K`` (:func:`_split_cluster`).
+#: Measured on the H200 (``tools/tune_variants.py``, ``benchmarks/results/h200/
+#: tune_variants.log``, raw kernel times, the workspace split against the cluster split with
+#: dense rows): b = 8, n = 262,144, K = 2048 15.4 us against 17.8; the real kjv-131k rows
+#: (b = 12) 14.9 / 17.0 against 15.8 / 18.4 at K = 1024 / 2048; and through the API on the
+#: H100 (``benchmarks/results/h100/bench_cluster_routes.json``, against ``bench_main.json``'s
+#: workspace split): b = 8, n = 262,144 16.6 / 16.9 against 17.4 / 18.2 us eager. At K = 512
+#: the same H100 run measured it slower (b = 8, n = 131,072 / 262,144 15.6 / 17.9 against
+#: 14.8 / 17.0; ragged rows 16.0 against 14.5), and so were sixteen CTAs a row at b = 1
+#: (n = 262,144: 14.5 / 14.1 / 14.2 against 13.3 / 13.3 / 14.5 us for K = 512 / 1024 /
+#: 2048, though the H200's raw K = 2048 time was 13.2 against 15.2, and eight CTAs' 14.0):
+#: those keep the split, and so do two rows (not measured).
+CLUSTER_SPLIT_MIN_ROWS = 3
+CLUSTER_SPLIT_MAX_ROWS = 12
+CLUSTER_SPLIT_MIN_K = 512
 #: ... and from this many rows (a static split of two to four CTAs a row, envelopes up to
 #: ``RAGGED_MIN_N - 1``) a cluster of two: b = 64, n = 65,536, 12.1-13.4 us against
 #: 12.9-25.0 on rows of 2,049-12,288 scores, 14.0 / 14.4 against 15.8 / 22.4 on the ragged
 #: rows (K = 1024 / 2048); b = 32, n = 65,536 and 131,072, K = 2048 15.5 / 18.9 against
-#: 17.7 / 20.5 (K = 512 even: 15.3 against 15.2). Clusters of four over 32 rows measured
-#: 1.4x slower (more than the GPCs hold at once); rows 13-31 keep the workspace split
-#: (not measured).
+#: 17.7 / 20.5 (K = 512 even: 15.3 against 15.2). Through the API on the H100
+#: (``bench_cluster_routes.json`` against ``bench_main.json``): the ragged rows at b = 64,
+#: n = 65,536 15.6 / 15.4 against 16.9 / 23.2 us eager (K = 512 / 2048); b = 32 over 65,536
+#: and 131,072 scores 16.6-20.2 against 18.4-22.3 at K = 1024 / 2048, 17.4 / 20.2 against
+#: 16.9 / 19.6 at K = 512. Clusters of four over 32 rows measured 1.4x slower (more than the
+#: GPCs hold at once); rows 13-31 keep the workspace split (not measured).
 CLUSTER_PAIR_MIN_ROWS = 32
 #: K above this (at most 2048) with an envelope of ``REGISTER_MAX_N + 1`` to
 #: ``REGISTER_WIDE_N`` (the register family's 1024 x 8 row) take the cluster split of
-#: eight CTAs a row for float32 decode launches of at most ``CLUSTER_SPLIT_ROWS``' rows for
-#: eight without values or deterministic ties: rows of 4,097-12,288 scores in a 32,768 arena
-#: at b = 1 / 8, K = 2048 10.9-12.0 / 11.1-12.6 us against 12.4-13.6 / 12.4-14.4; the real
-#: rows 12.0 (cr4) and 11.9 (stdlib) against 17.2 and 13.9 at b = 8.
+#: eight CTAs a row for float32 decode launches of at most ``CLUSTER_SPLIT_MAX_ROWS`` rows
+#: without values or deterministic ties: rows of 4,097-12,288 scores in a 32,768 arena at
+#: b = 1 / 8, K = 2048 10.9-12.0 / 11.1-12.6 us against 12.4-13.6 / 12.4-14.4; the real rows
+#: 12.0 (cr4) and 11.9 (stdlib) against 17.2 and 13.9 at b = 8 (H200, raw kernel times);
+#: through the API on the H100 13.1 / 12.9 against 17.7 / 14.0 us eager.
 CLUSTER_SPLIT_REGISTER_MIN_K = CLUSTER_SMALL_K
 #: The routed cluster splits' ``dense_min``: rows the aim leaves unsampled past twice K are
 #: sampled (the same cells without: up to 2.3x slower on short rows, even on full rows).
@@ -643,7 +654,7 @@ def route_static(
         # Rows of a decode or prefill launch may differ in length: the ragged split hands
         # the CTAs out by length in-kernel (full rows are all as long as the width).
         ragged = mode != "full" and rows >= RAGGED_MIN_ROWS and n_env >= RAGGED_MIN_N
-        cluster = _split_cluster(spec, rows, parts) if lean and not (ragged or skips) else 0
+        cluster = _split_cluster(spec, rows, parts, k) if lean and not (ragged or skips) else 0
         if cluster:
             return _routed_cluster_split(spec, cluster, launch)
         core = replace(_SPLIT, ragged=ragged)
@@ -717,14 +728,15 @@ def _cluster_split_replaces(clu: ClusterConfig, mode: str) -> bool:
     return mode == "decode" and clu.dtype == "float32" and (clu.cluster, clu.threads) == (8, 1024)
 
 
-def _split_cluster(spec: DeviceSpec, rows: int, parts: int) -> int:
+def _split_cluster(spec: DeviceSpec, rows: int, parts: int, k: int) -> int:
     """The cluster size of the cluster split that replaces a workspace split of ``parts``
-    CTAs a row (a static split: ``rows * parts <= SMs``), or 0 to keep it: the first of
-    :data:`CLUSTER_SPLIT_ROWS` whose rows, size (at most ``parts`` and the device's largest
-    cluster) fit, else two from :data:`CLUSTER_PAIR_MIN_ROWS` rows."""
-    for cluster, most_rows in CLUSTER_SPLIT_ROWS:
-        if rows <= most_rows and cluster <= min(parts, spec.max_cluster_size):
-            return cluster
+    CTAs a row (a static split: ``rows * parts <= SMs``), or 0 to keep it: eight for
+    :data:`CLUSTER_SPLIT_MIN_ROWS` to :data:`CLUSTER_SPLIT_MAX_ROWS` rows at K above
+    :data:`CLUSTER_SPLIT_MIN_K` (where the split has at least eight CTAs a row and the device
+    schedules eight), two from :data:`CLUSTER_PAIR_MIN_ROWS` rows."""
+    if rows <= CLUSTER_SPLIT_MAX_ROWS:
+        fits = k > CLUSTER_SPLIT_MIN_K and 8 <= min(parts, spec.max_cluster_size)
+        return 8 if fits and rows >= CLUSTER_SPLIT_MIN_ROWS else 0
     return 2 if rows >= CLUSTER_PAIR_MIN_ROWS else 0
 
 
@@ -732,13 +744,12 @@ def _cluster_split_replaces_register(spec: DeviceSpec, reg: RegisterConfig, rows
     """Whether the cluster split of eight CTAs a row replaces the register route ``reg`` of
     a float32 decode launch without values or deterministic ties: the 1024 x 8 row
     (envelopes of ``REGISTER_MAX_N + 1`` to ``REGISTER_WIDE_N``) at K above
-    :data:`CLUSTER_SPLIT_REGISTER_MIN_K`, while eight CTAs a row fit
-    :data:`CLUSTER_SPLIT_ROWS` and the device."""
-    most_rows = dict(CLUSTER_SPLIT_ROWS)[8]
+    :data:`CLUSTER_SPLIT_REGISTER_MIN_K`, for at most :data:`CLUSTER_SPLIT_MAX_ROWS` rows
+    on a device that schedules clusters of eight."""
     return (
         k > CLUSTER_SPLIT_REGISTER_MIN_K
         and (reg.threads, reg.vecs) == (1024, 8)
-        and rows <= most_rows
+        and rows <= CLUSTER_SPLIT_MAX_ROWS
         and spec.max_cluster_size >= 8
     )
 
@@ -840,7 +851,7 @@ def routed_configs(
     edges = {1, 2, h // 8, h // 8 + 1, h // 4, h // 4 + 1, h // 2, h // 2 + 1, h, h + 1, s}
     edges |= {s + 1, bulk, bulk + 1}
     # the cluster split's row counts, and its chunks of every preload length (and none)
-    edges |= {most + d for _, most in CLUSTER_SPLIT_ROWS for d in (0, 1)}
+    edges |= {CLUSTER_SPLIT_MIN_ROWS, CLUSTER_SPLIT_MAX_ROWS, CLUSTER_SPLIT_MAX_ROWS + 1}
     edges |= {CLUSTER_PAIR_MIN_ROWS - 1, CLUSTER_PAIR_MIN_ROWS}
     chunks = {c * 4096 * p for c in CLUSTER_SIZES for p in range(1, PRELOAD_MAX + 1)}
     for rows in sorted(edges | {4 * s}):
