@@ -611,16 +611,7 @@ def route_static(
     if clu is not None and clu.smem_bytes <= spec.smem_per_block:
         if _cluster_split_replaces(clu, mode):
             return _routed_cluster_split(spec, clu.cluster, launch)
-        # Bracket routes of both register families take the bit walk (``bit_walk``;
-        # ``tune_variants.log``, the H200: the routed time's geomean 0.99x over 25 cluster
-        # cells, 0.94x over 7 register cells, 0.90x-1.06x each).
-        config = replace(
-            clu,
-            mode=mode,
-            with_values=with_values,
-            deterministic=deterministic,
-            bit_walk=clu.bracket,
-        )
+        config = _resident_config(clu, launch)
         return Route(
             config=config, parts=1, grid=rows * clu.cluster, workspace_words=0, n_env=n_env
         )
@@ -629,13 +620,7 @@ def route_static(
     if reg is not None and reg.smem_bytes * reg.resident <= spec.smem_per_sm:
         if lean and _cluster_split_replaces_register(spec, reg, rows, k):
             return _routed_cluster_split(spec, 8, launch)
-        config = replace(
-            reg,
-            mode=mode,
-            with_values=with_values,
-            deterministic=deterministic,
-            bit_walk=reg.bracket,
-        )
+        config = _resident_config(reg, launch)
         return Route(config=config, parts=1, grid=rows, workspace_words=0, n_env=n_env)
     s = spec.sm_count
     parts = 1
@@ -726,6 +711,20 @@ def _cluster_split_replaces(clu: ClusterConfig, mode: str) -> bool:
     replaces a route: :func:`_cluster_split_replaces_register` and :func:`_split_cluster`.
     """
     return mode == "decode" and clu.dtype == "float32" and (clu.cluster, clu.threads) == (8, 1024)
+
+
+def _resident_config(core: RegisterConfig | ClusterConfig, launch: dict):
+    """A register or cluster core with the call's mode, values and tie mode (``launch``: the
+    keyword arguments of :func:`cluster_split_route`) and, on the bracket path, the bit walk
+    (``bit_walk``; ``benchmarks/results/h200/tune_variants.log``, the H200: the routed time's
+    geomean 0.99x over 25 cluster cells, 0.94x over 7 register cells, 0.90x-1.06x each)."""
+    return replace(
+        core,
+        mode=launch["mode"],
+        with_values=launch["with_values"],
+        deterministic=launch["deterministic"],
+        bit_walk=core.bracket,
+    )
 
 
 def _split_cluster(spec: DeviceSpec, rows: int, parts: int, k: int) -> int:
