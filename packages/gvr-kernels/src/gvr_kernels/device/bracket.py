@@ -401,6 +401,20 @@ def held_bits(regs, i: Int32) -> Uint32:
 
 
 @cute.jit
+def walk_set_bits(masks, slot: Int32, visit: cutlass.Constexpr):
+    """``visit(s, i)`` for every set bit of ``masks`` (bit ``i % 32`` of word ``i // 32`` marks
+    held slot ``i``), lowest first, with ``s`` the consecutive output slots from ``slot``: one
+    loop trip a set bit (:func:`lowest_slot`), none for the clear ones."""
+    for w in cutlass.range_constexpr(len(masks)):
+        m = masks[w]
+        while m != Uint32(0):
+            low, i = lowest_slot(m, w)
+            visit(slot, i)
+            slot = slot + 1
+            m = m ^ low
+
+
+@cute.jit
 def write_positions(cfg: cutlass.Constexpr, out, row: Int32, regs, masks, slot: Int32):
     """:func:`write_masked` for a launch that writes no values (``bit_walk``
     configurations): the window positions of the held slots whose bit is set in ``masks`` go
@@ -411,13 +425,11 @@ def write_positions(cfg: cutlass.Constexpr, out, row: Int32, regs, masks, slot: 
     the row's ``n``), so the walk is short. Values need the held bits: those launches keep
     the predicated stores."""
     at = out.iterator + Int64(row) * Int64(out.shape[1])  # (the row's base, out of the loop)
-    for w in cutlass.range_constexpr(len(masks)):
-        m = masks[w]
-        while m != Uint32(0):
-            low, i = lowest_slot(m, w)
-            store_u32(at + slot, Uint32(slot_position(cfg, regs, i)))
-            slot = slot + 1
-            m = m ^ low
+
+    def store(s, i):
+        store_u32(at + s, Uint32(slot_position(cfg, regs, i)))
+
+    walk_set_bits(masks, slot, store)
 
 
 @cute.jit
@@ -430,13 +442,11 @@ def stage_masked(cfg: cutlass.Constexpr, regs, masks, slot: Int32, put: cutlass.
     fmt = cfg.key_format
     if const_expr(cfg.bit_walk):
         if walks(regs, masks, WALK_STAGE_RATIO):
-            for w in cutlass.range_constexpr(len(masks)):
-                m = masks[w]
-                while m != Uint32(0):
-                    low, i = lowest_slot(m, w)
-                    put(slot, order_key(held_bits(regs, i), fmt), slot_position(cfg, regs, i))
-                    slot = slot + 1
-                    m = m ^ low
+
+            def stage(s, i):
+                put(s, order_key(held_bits(regs, i), fmt), slot_position(cfg, regs, i))
+
+            walk_set_bits(masks, slot, stage)
         else:
             _stage_slots(cfg, regs, masks, slot, put)
     else:
