@@ -17,6 +17,9 @@ Per cell the H200's routed configuration and grid (``gvr_kernels.routing.route_s
 - register and cluster routes with the bracket path: the same launch with the bit walk
   (``walk``: ``RegisterConfig.bit_walk`` / ``ClusterConfig.bit_walk``), or without it
   (``nowalk``) where the route walks;
+- streaming routes: the streaming pass with more bytes in flight: a bulk L2 prefetch one or
+  two tiles ahead (``pf1``, ``pf2``: ``StreamingConfig.prefetch``), eight vectors a thread per
+  tile (``u8``: ``StreamingConfig.unroll``), and both (``u8pf1``);
 - workspace-split routes, and register routes of K > 1024: the cluster split
   (``routing.cluster_split_route``) of 2, 4, 8 and 16 CTAs a row with ``dense_min`` 0 and 2
   (``x2``, ``x2d2``, ...; sizes whose CTAs would pass the SMs, or that the device does not
@@ -57,39 +60,54 @@ BANDS = [
     for k, ns in ((2048, (4097, 6144, 8193, 12288)), (1024, (2049, 3072, 4097, 6144)))
     for n in ns
 ]
-#: full rows of the decode grid: the register and cluster cells (the bit walk), and K = 2048
-#: where the workspace split serves b <= 32
-FULL = [
-    (w, b, k, w) for w in (4096, 16384, 65536) for b in (1, 8, 32, 128, 512) for k in (512, 2048)
-] + [(w, b, 2048, w) for w in (131072, 262144) for b in (1, 8, 32)]
-RAGGED = [(w, b, k, None) for w in (65536, 262144) for b in (8, 64, 256) for k in (1024, 2048)]
+#: full rows of the decode grid: the register and cluster cells (the bit walk), K = 2048 where
+#: the workspace split serves b <= 32, and the bandwidth-bound single-CTA rows at b >= 128
+FULL = (
+    [(w, b, k, w) for w in (4096, 16384, 65536) for b in (1, 8, 32, 128, 512) for k in (512, 2048)]
+    + [(w, b, 2048, w) for w in (131072, 262144) for b in (1, 8, 32)]
+    + [(262144, b, k, 262144) for b in (128, 512) for k in (512, 2048)]
+)
+RAGGED = [(w, b, k, None) for w in (65536, 262144) for b in (8, 64, 256) for k in (512, 1024, 2048)]
+#: The streaming pass's variants: (label, prefetch tiles, vectors a thread per tile).
+PASS = (("pf1", 1, None), ("pf2", 2, None), ("u8", 0, 8), ("u8pf1", 1, 8))
 OUT = "/tmp/aot_tune_variants"
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 
-def variants(spec, rows, width, k):
+#: The variant groups (``--variants``).
+GROUPS = ("dense", "walk", "pass", "split")
+
+
+def variants(spec, rows, width, k, groups=GROUPS):
     """``[(label, config, parts)]`` of a decode cell: the routed launch, its dense variants
     (streaming and register routes: ``dense_min`` 2, 3 and 4, or 0, 3 and 4 for a route
     with dense rows), its bit walk or, routed with it, its predicated form (``nowalk``:
-    bracket routes of the register and cluster families), then (routed to the workspace
-    split, or K > 1024 routed to the register family) the cluster split's; ``[]`` for a
-    cell with no variant."""
+    bracket routes of the register and cluster families), the streaming pass's
+    (:data:`PASS`), then (routed to the workspace split, or K > 1024 routed to the register
+    family) the cluster split's; only those of ``groups`` (:data:`GROUPS`: ``dense``,
+    ``walk``, ``pass``, ``split``); ``[]`` for a cell with no variant."""
     from gvr_kernels import routing
 
     r = routing.route_static(spec, rows=rows, n_env=width, k=k)
     cfg = r.config
     out = [("routed", cfg, r.parts)]
-    if cfg.family in ("streaming", "register"):
+    if cfg.family in ("streaming", "register") and "dense" in groups:
         # (a route with dense rows times the plain launch, d0, in place of its own)
         dense = [0 if d == cfg.dense_min else d for d in DENSE]
         out += [(f"d{d}", replace(cfg, dense_min=d), r.parts) for d in dense]
-    if cfg.family in ("register", "cluster") and cfg.bracket:
+    if cfg.family == "streaming" and "pass" in groups:
+        for label, depth, unroll in PASS:
+            v = replace(cfg, prefetch=depth, unroll=unroll or cfg.unroll)
+            if v != cfg and not v.block_skip:
+                out.append((label, v, r.parts))
+    if cfg.family in ("register", "cluster") and cfg.bracket and "walk" in groups:
         label = "nowalk" if cfg.bit_walk else "walk"
         out.append((label, replace(cfg, bit_walk=not cfg.bit_walk), r.parts))
     workspace_split = cfg.family == "streaming" and cfg.split and not cfg.cluster
-    if workspace_split or (k > 1024 and cfg.family == "register"):
+    split = workspace_split or (k > 1024 and cfg.family == "register")
+    if split and "split" in groups:
         for c in CLUSTER_SPLIT_SIZES:
             if rows * c > spec.sm_count or c > spec.max_cluster_size:
                 continue
@@ -112,7 +130,18 @@ def main() -> None:
         action="store_true",
         help="export the kernels into --aot and stop (on any machine, CUTE_DSL_ARCH=sm_90a)",
     )
+    ap.add_argument(
+        "--kinds",
+        default="band,full,ragged,real",
+        help="the kinds of batches to run (comma-separated: band, full, ragged, real)",
+    )
+    ap.add_argument(
+        "--variants",
+        default=",".join(GROUPS),
+        help=f"the variant groups to time (comma-separated, of {', '.join(GROUPS)})",
+    )
     args = ap.parse_args()
+    groups = tuple(args.variants.split(","))
     import numpy as np
     import torch
     from gvr_kernels.spec import H200
@@ -126,7 +155,9 @@ def main() -> None:
             for k in (512, 1024, 2048):
                 real.append((f.stem, d["logits"], d["lengths"], k))
     cells = BANDS + FULL + RAGGED + [(lg.shape[1], lg.shape[0], k, name) for name, lg, _, k in real]
-    cfgs = {cfg for w, b, k, _ in cells for _, cfg, _ in variants(H200, b, w, k)}
+    kinds = set(args.kinds.split(","))
+    cells = [c for c in cells if batch_kind(c[3], c[0]) in kinds]
+    cfgs = {cfg for w, b, k, _ in cells for _, cfg, _ in variants(H200, b, w, k, groups)}
     import export_kernels as ek
 
     # (exported before CUDA starts: the export's pool forks)
@@ -149,7 +180,7 @@ def main() -> None:
     files = {name: (lg, lens) for name, lg, lens, _ in real}
     ratios = {}  # (kind of batch, variant) -> [variant time / routed time]
     for w, b, k, kind in cells:
-        vs = variants(H200, b, w, k)
+        vs = variants(H200, b, w, k, groups)
         if not vs:
             print(f"n={w} b={b} k={k} {kind or 'ragged'} | no variant", flush=True)
             continue

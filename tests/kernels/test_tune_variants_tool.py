@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from gvr_kernels.spec import H200
@@ -14,6 +15,7 @@ from tune_variants import (  # noqa: E402
     CLUSTER_SPLIT_DENSE,
     CLUSTER_SPLIT_SIZES,
     DENSE,
+    PASS,
     batch_kind,
     summary,
     variants,
@@ -21,18 +23,21 @@ from tune_variants import (  # noqa: E402
 
 
 def test_variants_are_the_routed_launch_and_its_dense_copies():
+    # (a route with its own dense rows times the plain launch, d0, in place of them)
     for width, rows, k in [(32768, 13, 2048), (131072, 16, 2048), (262144, 256, 1024)]:
         got = variants(H200, rows, width, k)[: 1 + len(DENSE)]
-        assert [label for label, _, _ in got] == ["routed"] + [f"d{d}" for d in DENSE]
         routed = got[0][1]
-        assert routed.dense_min == 0
-        for (_, cfg, parts), d in zip(got[1:], DENSE, strict=True):
+        own = routed.dense_min
+        dense = [0 if d == own else d for d in DENSE]
+        assert [label for label, _, _ in got] == ["routed"] + [f"d{d}" for d in dense]
+        plain = replace(routed, dense_min=0)
+        for (_, cfg, parts), d in zip(got[1:], dense, strict=True):
             assert cfg.dense_min == d and parts == got[0][2]
-            assert f"_d{d}" in cfg.name and cfg.name.replace(f"_d{d}", "") == routed.name
+            assert cfg == replace(plain, dense_min=d)
     # a route with dense rows (the cluster split) times the plain launch in place of its own
     got = variants(H200, 8, 32768, 2048)
     assert got[0][1].cluster == 8 and got[0][1].dense_min == 2
-    assert [label for label, _, _ in got] == ["routed", "d0", "d3", "d4"]
+    assert [label for label, _, _ in got][: 1 + len(DENSE)] == ["routed", "d0", "d3", "d4"]
     assert got[1][1].dense_min == 0 and got[1][1].name == got[0][1].name.replace("_d2", "")
 
 
@@ -66,14 +71,15 @@ def test_k_2048_cells_also_run_the_cluster_split():
         assert routed.family == "register" or (routed.split and not routed.cluster)
         sizes = [c for c in CLUSTER_SPLIT_SIZES if rows * c <= H200.sm_count]
         want = [f"x{c}" + (f"d{d}" if d else "") for c in sizes for d in CLUSTER_SPLIT_DENSE]
-        split = got[1 + len(DENSE) :]
+        split = [v for v in got if v[0].startswith("x")]
         assert [label for label, _, _ in split] == want
         for label, cfg, parts in split:
             c = int(label[1:].split("d")[0])
             assert cfg.family == "streaming" and cfg.cluster == c and parts == c
             assert cfg.dense_min == (2 if "d" in label else 0)
     # the workspace split at any K gets them too
-    assert [label for label, _, _ in variants(H200, 16, 131072, 512)][1 + len(DENSE) :] == [
+    labels = [label for label, _, _ in variants(H200, 16, 131072, 512)]
+    assert labels[1 + len(DENSE) + len(PASS) :] == [
         "x2",
         "x2d2",
         "x4",
@@ -85,8 +91,14 @@ def test_k_2048_cells_also_run_the_cluster_split():
     # cluster split, run no cluster split
     register = [label for label, _, _ in variants(H200, 128, 16384, 1024)]
     assert register == ["routed"] + [f"d{d}" for d in DENSE] + ["nowalk"]
-    assert len(variants(H200, 8, 131072, 2048)) == 1 + len(DENSE)
-    assert len(variants(H200, 64, 65536, 512)) == 1 + len(DENSE)
+    assert len(variants(H200, 8, 131072, 2048)) == 1 + len(DENSE) + len(PASS)
+    # (a pass variant equal to the routed launch is left out)
+    got = variants(H200, 64, 65536, 512)
+    routed = got[0][1]
+    same = [
+        p for p in PASS if replace(routed, prefetch=p[1], unroll=p[2] or routed.unroll) == routed
+    ]
+    assert len(got) == 1 + len(DENSE) + len(PASS) - len(same)
     # a cluster of 8 that would pass the SMs is left out
     assert "x8" not in [label for label, _, _ in variants(H200, 20, 32768, 2048)]
 
@@ -103,3 +115,21 @@ def test_summary_groups_cells_by_batch_and_variant():
         "band   d2     1.000x (0.50-2.00, 2)",
         "real   x8     0.900x (0.90-0.90, 1)",
     ]
+
+
+def test_streaming_routes_get_the_pass_variants():
+    """A streaming route adds its pass with an L2 prefetch, eight vectors a tile, and both
+    (after its dense variants); ``groups`` keeps only the groups asked for."""
+    got = variants(H200, 256, 65536, 2048)
+    routed = got[0][1]
+    assert routed.family == "streaming" and not routed.prefetch and routed.unroll == 4
+    dense = [f"d{0 if d == routed.dense_min else d}" for d in DENSE]
+    labels = [label for label, _, _ in got]
+    assert labels == ["routed"] + dense + [label for label, _, _ in PASS]
+    for (label, depth, unroll), (got_label, cfg, parts) in zip(PASS, got[4:], strict=True):
+        assert got_label == label and parts == got[0][2]
+        assert cfg == replace(routed, prefetch=depth, unroll=unroll or routed.unroll)
+    only = variants(H200, 256, 65536, 2048, ("pass",))
+    assert [label for label, _, _ in only] == ["routed"] + [label for label, _, _ in PASS]
+    # register routes have no pass variant: with only that group, no variant at all
+    assert variants(H200, 1, 4096, 512, ("pass",)) == []

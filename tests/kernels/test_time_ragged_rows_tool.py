@@ -1,0 +1,48 @@
+"""``tools/time_ragged_rows.py`` ranks a ragged launch's rows by when their last CTA ends
+(CPU: the stamp arithmetic and the cells it reads)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+from gvr_kernels.spec import H200
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
+
+from time_ragged_rows import CELLS, WRAP, cta_phases, row_ends, stamped_route  # noqa: E402
+
+
+def test_row_ends_take_each_rows_last_cta_from_the_launchs_first_stamp():
+    # two rows of two CTAs; zero words are boundaries a CTA did not stamp
+    st = np.array(
+        [
+            [1000, 1500, 0, 2600],  # row 0, CTA 0: ends at 2600
+            [1100, 0, 0, 4100],  # row 0, CTA 1: ends at 4100 (the row's last)
+            [900, 1900, 2900, 0],  # row 1, CTA 2: ends at 2900 (the row's last)
+            [1000, 1200, 0, 0],  # row 1, CTA 3
+        ],
+        dtype=np.int64,
+    )
+    end, last = row_ends(st, 2, 2)
+    assert end.tolist() == [4100 - 900, 2900 - 900] and last.tolist() == [1, 2]
+    # the stamps are the low 31 bits of the timer: a launch across a wrap still orders
+    wrapped = np.where(st != 0, (st + WRAP - 2000) % WRAP, 0)
+    end_w, last_w = row_ends(wrapped, 2, 2)
+    assert end_w.tolist() == end.tolist() and last_w.tolist() == last.tolist()
+
+
+def test_cta_phases_fold_a_skipped_boundary_into_the_next():
+    names = ("entry", "window", "sample", "finish")
+    assert cta_phases(np.array([100, 400, 0, 1400]), names) == {"window": 300.0, "finish": 1000.0}
+
+
+def test_cells_read_only_routes_with_a_static_row_map():
+    for w, b, k in CELLS:
+        route, stamped = stamped_route(H200, w, b, k)
+        assert stamped is not None and stamped.stamp_phases and stamped.family == "streaming"
+        assert not stamped.ragged and route.grid % b == 0
+    # a ragged split hands its CTAs out in-kernel; the cluster-register family has no stamps
+    assert stamped_route(H200, 262144, 64, 512)[1] is None
+    assert stamped_route(H200, 65536, 8, 512)[1] is None

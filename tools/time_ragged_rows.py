@@ -1,0 +1,150 @@
+"""Which rows of a ragged decode batch finish last, and where their time goes, on the GPU::
+
+    CUTE_DSL_ARCH=sm_90a python3 tools/time_ragged_rows.py --export-only --aot <folder>
+    python3 tools/time_ragged_rows.py --aot <folder>
+
+Per cell (serving-like ragged lengths, ``benchmarks/bench_topk.ragged_lengths``, gaussian
+float32 rows), the H200's route of a decode call (``gvr_kernels.routing.route_static`` with
+``gvr_kernels.spec.H200``, on whatever GPU runs the tool) compiled with ``stamp_phases``
+(thread 0 of every CTA stamps ``%globaltimer`` at its family's phase boundaries: the
+streaming family's ``STAMPS`` or the register family's; the stamps change no result). Only
+routes whose CTAs map to rows statically (one CTA, or ``parts`` consecutive CTAs, a row) are
+read; a ragged split hands its CTAs out in-kernel and is skipped, and so is the
+cluster-register family (no stamps).
+
+For each of ``--reps`` launches, the L2 flushed before each: ``t0`` is the launch's earliest
+stamp; a row *ends* at the last stamp of its CTAs. The rows are ranked by their median end
+(over the launches), and the ``--top`` slowest are printed with their length, their end and
+the phases of their last-ending CTA (medians, microseconds; a phase is the time from the
+boundary before it to its own, so a path that skips a boundary folds its time into the next),
+beside the routed kernel's CUDA-event time (median of 40, no stamps). The stamped answer is
+checked against ``torch.topk`` first (the selected values as multisets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+
+WRAP = 1 << 31
+#: (width, rows, K) of the cells read by default: the ragged set's cells whose routes map
+#: their CTAs to rows statically.
+CELLS = [(w, b, k) for w, b in ((65536, 64), (65536, 256), (262144, 8)) for k in (512, 2048)]
+
+
+def stamped_route(spec, w: int, b: int, k: int):
+    """``(route, stamped configuration)`` of a cell, or ``(route, None)`` where the tool
+    cannot read it."""
+    from gvr_kernels.routing import route_static
+
+    route = route_static(spec, rows=b, n_env=w, k=k)
+    cfg = route.config
+    if not hasattr(cfg, "stamp_phases") or getattr(cfg, "ragged", False):
+        return route, None
+    return route, replace(cfg, stamp_phases=True)
+
+
+def row_ends(stamps: np.ndarray, rows: int, per_row: int) -> tuple[np.ndarray, np.ndarray]:
+    """One launch's stamps (int64 ``[rows * per_row, words]``, zero where not stamped): per
+    row, its end (ns after the launch's earliest stamp) and the index of its last-ending
+    CTA."""
+    hit = stamps != 0
+    # (the stamps wrap: each relative to one of them, in [-WRAP / 2, WRAP / 2), then to the
+    # earliest)
+    ref = stamps[hit][0]
+    rel = (stamps - ref + WRAP // 2) % WRAP - WRAP // 2
+    rel = np.where(hit, rel - rel[hit].min(), -1)
+    last = rel.max(axis=1).reshape(rows, per_row)
+    which = last.argmax(axis=1)
+    return last.max(axis=1), which + np.arange(rows) * per_row
+
+
+def cta_phases(row: np.ndarray, names: tuple[str, ...]) -> dict[str, float]:
+    """The ns from each stamped boundary of one CTA to its next stamped one, keyed by the later
+    boundary's name."""
+    hit = [i for i in range(len(names)) if row[i] != 0]
+    return {names[b]: float((row[b] - row[a]) % WRAP) for a, b in zip(hit, hit[1:], strict=False)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--aot", default="/tmp/aot_ragged_rows", help="folder of exported kernels")
+    ap.add_argument("--export-only", action="store_true", help="export the kernels and stop")
+    ap.add_argument("--jobs", type=int, default=8, help="export processes")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--top", type=int, default=6, help="slowest rows printed a cell")
+    args = ap.parse_args()
+    from gvr_kernels.spec import H200
+
+    cfgs = []
+    for w, b, k in CELLS:
+        route, stamped = stamped_route(H200, w, b, k)
+        if stamped is not None:
+            cfgs += [route.config, stamped]
+    import export_kernels as ek
+
+    ek.export_all(sorted(set(cfgs), key=str), args.aot, jobs=args.jobs, merge=True)
+    if args.export_only:
+        print(f"exported {len(set(cfgs))} kernels to {args.aot}")
+        return
+    import torch
+    from bench_topk import ragged_lengths
+    from device_streaming import decode_args, timed_exact, timing_setup
+    from gvr_kernels.family import STAMP_WORDS
+    from gvr_kernels.register.config import STAMPS as REGISTER_STAMPS
+    from gvr_kernels.streaming.config import STAMPS as STREAMING_STAMPS
+    from gvr_kernels.testing import KernelProvider
+
+    kp = KernelProvider(args.aot)
+    flush = timing_setup()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    print(f"# tools/time_ragged_rows.py on {torch.cuda.get_device_name()}: us")
+    for w, b, k in CELLS:
+        route, stamped = stamped_route(H200, w, b, k)
+        if stamped is None:
+            print(f"n={w} b={b} k={k}: {route.config.name} not read (no static row map)")
+            continue
+        names = STREAMING_STAMPS if stamped.family == "streaming" else REGISTER_STAMPS
+        lens = ragged_lengths(b, w)
+        lg = torch.randn(b, w, generator=g, device="cuda")
+        kv = torch.from_numpy(lens.astype(np.int32)).cuda()
+        t_ev, exact = timed_exact(kp, route.config, route.parts, lg, kv, k, flush)
+        per_row = route.grid // b
+        stamps = torch.zeros(route.grid * STAMP_WORDS, dtype=torch.int32, device="cuda")
+        out = torch.empty((b, k), dtype=torch.int32, device="cuda")
+        launch = decode_args(kp, lg, kv, out, k, route.parts)._replace(paths=stamps)
+        f = kp.get(stamped)
+        ends, phases = [], []
+        for _ in range(args.reps):
+            flush.zero_()
+            stamps.zero_()
+            f(*launch)
+            torch.cuda.synchronize()
+            st = stamps.view(route.grid, STAMP_WORDS).cpu().numpy().astype(np.int64)
+            end, last = row_ends(st[:, : len(names)], b, per_row)
+            ends.append(end)
+            phases.append([cta_phases(st[c, : len(names)], names) for c in last])
+        for r, n in enumerate(kv.tolist()):
+            sel = out[r, : min(n, k)].long()
+            want = torch.sort(torch.topk(lg[r, :n], min(n, k)).values).values
+            exact &= bool(torch.equal(torch.sort(lg[r, sel]).values, want))
+        med_end = np.median(np.array(ends), axis=0) / 1000
+        print(
+            f"n={w} b={b} k={k} {route.config.name} p{route.parts}: event {t_ev:.1f} exact "
+            f"{exact} | rows by end: median {np.median(med_end):.2f}, slowest:"
+        )
+        for r in np.argsort(-med_end)[: args.top]:
+            ph = {m: np.median([p[r][m] for p in phases if m in p[r]]) / 1000 for m in names}
+            shown = "  ".join(f"{m} {v:.2f}" for m, v in ph.items() if not np.isnan(v))
+            print(f"    row {r:3d} n={lens[r]:6d} end {med_end[r]:.2f} | {shown}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
