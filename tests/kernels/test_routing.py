@@ -20,6 +20,7 @@ from gvr_kernels.routing import (
     CLUSTER_MIN_N,
     CLUSTER_SMALL_K,
     CLUSTER_SPLIT_DENSE_MIN,
+    CLUSTER_SPLIT_PREFETCH,
     CLUSTER_SPLIT_REGISTER_MIN_K,
     CLUSTER_WIDE_N,
     MIN_PART_ELEMS,
@@ -33,6 +34,7 @@ from gvr_kernels.routing import (
     REGISTER_WIDE_N,
     SMALL_ROW_N,
     SPLIT_MIN_N,
+    STREAMING_DENSE_MIN,
     _cluster_core,
     _cluster_split_replaces,
     _register_core,
@@ -217,12 +219,20 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     }
     assert {(c.with_values, c.deterministic) for c in xsplit} == {(False, False), (False, True)}
     assert all(not c.deterministic for c in xsplit if c.cluster == 2)
+    # (an L2 prefetch where no preload holds the chunk)
+    assert all(c.prefetch == (0 if c.preload else CLUSTER_SPLIT_PREFETCH) for c in xsplit)
     # and the preloading form of the float32 decode / full split (three chunk sizes)
     pre = [c for c in streaming if c.preload]
     streaming = [c for c in streaming if not c.preload]
     assert len(streaming) == 3 * 3 * 4 * 3 + 2 * 2 * 4 * 3
     assert {replace(c, preload=0) for c in pre} <= set(streaming) and len(pre) == 3 * 2 * 4
-    assert {replace(c, block_skip=False, l2_hints=True) for c in skip} <= set(streaming)
+    # (block-skip launches keep the plain ladder; their float32 decode counterparts without
+    # values or ties sample dense rows)
+    lean = [c.mode == "decode" and not (c.with_values or c.deterministic) for c in skip]
+    assert {
+        replace(c, block_skip=False, l2_hints=True, dense_min=STREAMING_DENSE_MIN if d else 0)
+        for c, d in zip(skip, lean, strict=True)
+    } <= set(streaming)
     assert all(not c.prefetch for c in skip) and len(skip) > 3 * 4 * 3
     split = {(c.mode, c.ragged, c.threads) for c in streaming if c.split}
     assert split == {(m, False, 1024) for m in ("decode", "prefill", "full")} | {
@@ -556,7 +566,8 @@ def test_block_skip_routes_only_at_the_working_set_gate():
             # the ragged split of many rows keeps one CTA a row when the maxima come
             plain = replace(plain, config=replace(plain.config, split=False, ragged=False))
             plain = replace(plain, parts=1, grid=rows, workspace_words=0)
-        assert r.config == replace(plain.config, block_skip=True, l2_hints=False)
+        # (the maxima keep the plain ladder: no dense rows)
+        assert r.config == replace(plain.config, block_skip=True, l2_hints=False, dense_min=0)
         assert (r.parts, r.grid, r.workspace_words) == (
             plain.parts, plain.grid, plain.workspace_words,
         )  # fmt: skip
@@ -762,9 +773,12 @@ def test_cluster_split_where_it_is_measured_faster(spec):
             why = "split"
         if want:
             seen[why] += 1
-            assert r == cluster_split_route(
+            xs = cluster_split_route(
                 spec, cluster=want, dtype=dtype, dense_min=CLUSTER_SPLIT_DENSE_MIN, **kw
-            ), kw
+            )
+            # (the L2 prefetch where no preload holds the chunk)
+            depth = 0 if xs.config.preload else CLUSTER_SPLIT_PREFETCH
+            assert r == replace(xs, config=replace(xs.config, prefetch=depth)), kw
             assert mode == "decode" and dtype == "float32" and not values
             assert r.grid == rows * want <= s and want <= spec.max_cluster_size
         else:
@@ -806,3 +820,47 @@ def test_cluster_split_where_it_is_measured_faster(spec):
     # (these launches are far below the block-skip sizes: the maxima change nothing)
     kw = dict(rows=8, n_env=131072, k=1024)
     assert route_static(spec, **kw, block_skip=True) == route_static(spec, **kw)
+
+
+def test_streaming_routes_of_lean_decode_launches_sample_dense_rows():
+    """Float32 decode launches without values or deterministic ties sample the rows their aim
+    would leave unsampled past three K on every streaming route but the cluster splits (which
+    take their own ``dense_min``); other launches, and launches reading block maxima, keep the
+    plain ladder."""
+    seen = set()
+    for rows, n_env in (
+        (1, 262144),
+        (8, 262144),
+        (64, 262144),
+        (128, 65536),
+        (256, 65536),
+        (256, 262144),
+    ):
+        for k in (512, 2048):
+            for mode, values, det, dtype in (
+                ("decode", False, False, "float32"),
+                ("decode", True, False, "float32"),
+                ("decode", False, True, "float32"),
+                ("prefill", False, False, "float32"),
+                ("decode", False, False, "bfloat16"),
+            ):
+                r = route_static(
+                    H200, rows=rows, n_env=n_env, k=k, mode=mode, with_values=values,
+                    deterministic=det, dtype=dtype,
+                )  # fmt: skip
+                cfg = r.config
+                if cfg.family != "streaming" or cfg.cluster:
+                    continue
+                lean = mode == "decode" and dtype == "float32" and not (values or det)
+                assert cfg.dense_min == (STREAMING_DENSE_MIN if lean else 0)
+                seen.add((cfg.threads, cfg.split, cfg.ragged, lean))
+                skip = route_static(H200, rows=rows, n_env=n_env, k=k, block_skip=True).config
+                assert not skip.block_skip or skip.dense_min == 0
+    # the one-CTA cores, the workspace split and the ragged splits, lean and not
+    assert {(t, s, g) for t, s, g, lean in seen if lean} == {
+        (1024, True, False),
+        (1024, True, True),
+        (1024, False, False),
+        (512, False, False),
+        (512, True, True),
+    }

@@ -129,6 +129,7 @@ __all__ = [
     "routed_configs",
     "max_workspace_words",
     "SPLIT_MIN_N",
+    "STREAMING_DENSE_MIN",
     "MIN_PART_ELEMS",
     "RAGGED_MIN_ROWS",
     "RAGGED_MIN_N",
@@ -292,6 +293,22 @@ CLUSTER_SPLIT_REGISTER_MIN_K = CLUSTER_SMALL_K
 #: The routed cluster splits' ``dense_min``: rows the aim leaves unsampled past twice K are
 #: sampled (the same cells without: up to 2.3x slower on short rows, even on full rows).
 CLUSTER_SPLIT_DENSE_MIN = 2
+#: The routed cluster splits' L2 prefetch depth (``StreamingConfig.prefetch``) where the chunk
+#: streams (no preload holds it): a cluster split row has one or two CTAs per SM and its pass
+#: waits on DRAM latency. Measured on an H100 (``benchmarks/results/h100/tune_pass.log``, raw
+#: kernel times against the same launch without): 0.93x-0.97x on every cluster split cell
+#: (b = 32, n = 65,536 / 131,072; b = 8, n = 262,144; serving-like ragged rows at b = 8 / 64),
+#: where on one CTA a row with every SM busy it measured 1.01x-1.08x (no route takes it there).
+CLUSTER_SPLIT_PREFETCH = 1
+#: The streaming cores' ``dense_min`` for float32 decode launches without values or
+#: deterministic ties (the cluster splits take :data:`CLUSTER_SPLIT_DENSE_MIN`): rows of more
+#: than three K scores that the aim would leave unsampled (every score staged, then selected
+#: on one CTA) are sampled. Measured on the H200 (``benchmarks/results/h200/tune_variants.log``,
+#: raw kernel times): serving-like ragged rows on the 512-thread cores 0.92x / 0.93x at
+#: K = 2048 (n = 65,536 / 262,144, b = 256) and 0.96x / 0.99x at K = 1024, the ragged and
+#: workspace splits 0.99x-1.00x; full rows are sampled either way (1.00x). Three K rather than
+#: two: rows just past twice K sampled lost up to 1.15x (b = 64, rows of 2,049, K = 1024).
+STREAMING_DENSE_MIN = 3
 
 #: The streaming cores the policy picks from (call-mode fields left at their defaults).
 _SPLIT = StreamingConfig(
@@ -674,6 +691,8 @@ def route_static(
         core = replace(core, dtype=dtype, unroll=unroll)
     config = replace(core, mode=mode, with_values=with_values, deterministic=deterministic)
     config = replace(config, preload=_preload(config, parts, n_env))
+    if lean and not config.block_skip:
+        config = replace(config, dense_min=STREAMING_DENSE_MIN)
     words = config.workspace_words_per_row
     if ragged:
         # The kernels' argument is the CTAs beyond one per row; a split row meets in one of
@@ -755,8 +774,12 @@ def _cluster_split_replaces_register(spec: DeviceSpec, reg: RegisterConfig, rows
 
 def _routed_cluster_split(spec: DeviceSpec, cluster: int, launch: dict) -> Route:
     """The router's cluster split of ``cluster`` CTAs a row for ``launch`` (the keyword
-    arguments of :func:`cluster_split_route`), with :data:`CLUSTER_SPLIT_DENSE_MIN`."""
-    return cluster_split_route(spec, cluster=cluster, dense_min=CLUSTER_SPLIT_DENSE_MIN, **launch)
+    arguments of :func:`cluster_split_route`), with :data:`CLUSTER_SPLIT_DENSE_MIN` and,
+    where no preload holds the chunk, :data:`CLUSTER_SPLIT_PREFETCH`."""
+    route = cluster_split_route(spec, cluster=cluster, dense_min=CLUSTER_SPLIT_DENSE_MIN, **launch)
+    if route.config.preload:
+        return route
+    return replace(route, config=replace(route.config, prefetch=CLUSTER_SPLIT_PREFETCH))
 
 
 def cluster_split_route(
