@@ -74,6 +74,7 @@ from ..device.bracket import (
     write_masked,
 )
 from ..device.cluster import (
+    arrive_own_shared,
     cluster_sync,
     gather_selected,
     remote,
@@ -253,8 +254,9 @@ class ClusterTopK:
         v0 = rank * (threads * cfg.vecs)
         raw, t_pos, tail_ok, tail_bits = self._issue_loads(win, rank, raw)
         self._zero_shared(sh)
-        # Release: this CTA runs and its words are zero before any remote write reaches it.
-        cute.arch.cluster_arrive()
+        # Release: this CTA runs and its words are zero before any remote write reaches it
+        # (its own shared words only: the loads stay in flight).
+        arrive_own_shared()
 
         fmt = cfg.key_format
         vec = fmt.vec
@@ -425,8 +427,8 @@ class ClusterTopK:
         if tid == 0:
             self._init_barriers(sh)
         # Release: this CTA runs, its words are zero and its mbarriers initialised before any
-        # remote write reaches it.
-        cute.arch.cluster_arrive()
+        # remote write reaches it (its own shared memory only: the loads stay in flight).
+        arrive_own_shared()
 
         # ---- the held scores as raw bits, -inf outside the window (the float reductions
         # read their exact float32 widening)

@@ -4,6 +4,12 @@ A pointer into this CTA's shared memory is mapped to the same offset in CTA ``ra
 cluster (``mapa``); stores and atomics through it are ``st.shared::cluster`` and
 ``atom.shared::cluster``. Remote writes become visible to the owner at the next cluster
 barrier (:func:`cluster_sync`: arrive with release, wait with acquire semantics).
+
+A release at cluster scope compiles to a GPU-scope ``MEMBAR.ALL.GPU`` on sm_90a, which waits
+for every memory access the thread has in flight, loads included. A CTA's arrival at the start
+of a row, where only its own shared words (and mbarriers) must be seen by the cluster, takes
+:func:`arrive_own_shared` instead: a release restricted to this CTA's shared memory, then a
+relaxed arrival, so the row's loads stay in flight across it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ __all__ = [
     "store_remote",
     "store_async",
     "cluster_sync",
+    "arrive_own_shared",
     "gather_selected",
 ]
 
@@ -83,6 +90,33 @@ def store_async(ptr, rank: Int32, mbar, words):
     transaction on that CTA's copy of the mbarrier ``mbar`` (a pointer into this CTA's shared
     memory), whose waiters then see them; no fence and no cluster barrier."""
     _st_async(remote(ptr, rank).toint(), remote(mbar, rank).toint(), words)
+
+
+@dsl_user_op
+def _release_own_shared(*, loc=None, ip=None) -> None:
+    """``fence.release.sync_restrict::shared::cta.cluster``: this thread's writes to its own
+    CTA's shared memory are ordered, at cluster scope, before its later writes and arrivals
+    (PTX ISA 8.6, sm_90; ``MEMBAR.ALL.CTA`` and ``FENCE.VIEW.ASYNC.S`` on sm_90a)."""
+    llvm.inline_asm(
+        None,
+        [],
+        "fence.release.sync_restrict::shared::cta.cluster;",
+        "~{memory}",
+        has_side_effects=True,
+        loc=loc,
+        ip=ip,
+    )
+
+
+@cute.jit
+def arrive_own_shared():
+    """Arrive at the cluster barrier once this thread's writes to its own CTA's shared memory
+    (and mbarrier initialisations, after ``mbarrier_init_fence``) are released to the cluster:
+    the restricted release then a relaxed arrival (PTX's release pattern), whose waiters'
+    acquire then orders their remote writes after those. Unlike :func:`cluster_sync`'s
+    arrival it orders nothing else, so global loads in flight are not waited for."""
+    _release_own_shared()
+    cute.arch.cluster_arrive_relaxed()
 
 
 @cute.jit

@@ -68,7 +68,7 @@ from gvr_reference.model import SPLIT_BINS_MIN_K, Path, crowd_min_ties
 from gvr_reference.ragged import MIN_PART, UNIT
 
 from ..device import radix, shared
-from ..device.cluster import cluster_sync, remote, store_remote
+from ..device.cluster import arrive_own_shared, cluster_sync, remote, store_remote
 from ..device.keys import (
     KEY_MAX,
     above_bound,
@@ -295,7 +295,7 @@ class StreamingTopK:
                     sh.ctl[Ctl.XTOTAL] = Int32(0)
                     sh.ctl[Ctl.XCUR] = Int32(0)
                     sh.ctl[Ctl.XOWN] = Int32(0)
-                cute.arch.cluster_arrive()
+                arrive_own_shared()
             cute.arch.barrier()
             self._stamp(paths, "window")
             c0 = Int32(0)
