@@ -587,7 +587,7 @@ class ClusterTopK:
         """One thread: the row's four mbarriers (one arrival each) with the bytes each CTA
         receives in the first three (the reductions, the histogram copies and partial totals,
         the crossing); the leader's gather barrier gets its bytes once the crossing is known.
-        Made visible to the cluster by the release of the start barrier."""
+        Made visible to the cluster by ``mbarrier_init_fence`` and the start barrier."""
         cfg = self.cfg
         warps = cfg.threads // 32
         for i in cutlass.range_constexpr(4):
