@@ -324,15 +324,22 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("json", nargs="+")
     ap.add_argument("--out", default="docs/performance.md")
-    ap.add_argument("--notes", default=None, help="a markdown file placed after the intro")
+    ap.add_argument(
+        "--notes",
+        action="append",
+        default=[],
+        help="a markdown file placed after the intro (repeat: placed in the order given)",
+    )
     args = ap.parse_args(argv)
+    paths = [Path(path).resolve() for path in args.json]
+    # (results from several folders, e.g. one a device, are named by folder and stem)
+    several = len({p.parent for p in paths}) > 1
     results = []
-    for path in args.json:
-        p = Path(path).resolve()
+    for p in paths:
         res = json.loads(p.read_text())
         res["_dir"], res["_tag"] = str(p.parent), p.stem
-        results.append((p.stem, res))
-    notes = Path(args.notes).read_text() if args.notes else ""
+        results.append((f"{p.parent.name}/{p.stem}" if several else p.stem, res))
+    notes = "\n".join(Path(n).read_text().rstrip() + "\n" for n in args.notes)
     out = Path(args.out)
     out.write_text(render(results, notes, doc_dir=out.resolve().parent))
     print(f"wrote {args.out}")

@@ -164,6 +164,26 @@ def test_doc_includes_notes_and_plots(tmp_path):
     assert "![bench_speedup.png](../bench_speedup.png)" in text
 
 
+def test_doc_names_results_by_folder_when_they_come_from_several(tmp_path):
+    """Results of two devices (one folder each) keep their folder in the section name, and
+    each folder's notes come in the order given."""
+    h100, h200 = tmp_path / "h100", tmp_path / "h200"
+    h100.mkdir()
+    h200.mkdir()
+    a, b = _write(h100, "bench", _result(True)), _write(h200, "bench", _result(True))
+    (h100 / "NOTES.md").write_text("## Reading the H100 numbers\n")
+    (h200 / "NOTES.md").write_text("## Reading the H200 numbers\n")
+    out = tmp_path / "performance.md"
+    notes = ["--notes", str(h100 / "NOTES.md"), "--notes", str(h200 / "NOTES.md")]
+    doc.main([str(a), str(b), "--out", str(out), *notes])
+    text = out.read_text()
+    assert text.index("## Reading the H100 numbers") < text.index("## Reading the H200 numbers")
+    assert text.index("## h100/bench\n") < text.index("## h200/bench\n")
+    # one folder: the stem alone, as before
+    doc.main([str(a), "--out", str(out)])
+    assert "## bench\n" in out.read_text() and "h100/bench" not in out.read_text()
+
+
 def test_gvr2_ratio_panel(tmp_path):
     pytest.importorskip("matplotlib")
     recs = _result(True)["records"]
