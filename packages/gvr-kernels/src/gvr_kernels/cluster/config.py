@@ -96,6 +96,15 @@ class ClusterConfig:
         (128 registers a thread); at 64 the hoisted loads cost stack."""
         return self.mode == "decode" and self.threads <= 512
 
+    @property
+    def restricted_start(self) -> bool:
+        """Whether the start barrier releases only the CTA's own shared memory
+        (``device.cluster.arrive_own_shared``), the row's loads left in flight across the
+        arrival, rather than with a cluster-scope release (``MEMBAR.ALL.GPU`` on sm_90a, which
+        waits for them): every shape but 1024-thread CTAs with deterministic ties, whose code
+        then spills at 64 registers on sm_90a (8 bytes of stack, the compile audit)."""
+        return not (self.threads == 1024 and self.deterministic)
+
     def __post_init__(self) -> None:
         key_format(self.dtype)  # validates the name
         if self.mode not in MODES:

@@ -255,8 +255,8 @@ class ClusterTopK:
         raw, t_pos, tail_ok, tail_bits = self._issue_loads(win, rank, raw)
         self._zero_shared(sh)
         # Release: this CTA runs and its words are zero before any remote write reaches it
-        # (its own shared words only: the loads stay in flight).
-        arrive_own_shared()
+        # (its own shared words only, the loads left in flight, where that does not spill).
+        self._arrive_at_start()
 
         fmt = cfg.key_format
         vec = fmt.vec
@@ -272,6 +272,15 @@ class ClusterTopK:
             top = cutlass.max(top, keys[i])
         top = Uint32(cute.arch.warp_redux_sync(top, "umax"))
         return RegisterRow(keys, p0, t_pos), top, thread_sample_key(cfg.vecs, keys, vec)
+
+    @cute.jit
+    def _arrive_at_start(self):
+        """Arrive at the row's start barrier: releasing this CTA's own shared memory only
+        (``ClusterConfig.restricted_start``), else with a cluster-scope release."""
+        if const_expr(self.cfg.restricted_start):
+            arrive_own_shared()
+        else:
+            cute.arch.cluster_arrive()
 
     @cute.jit
     def _issue_loads(self, win, rank: Int32, raw):
@@ -427,8 +436,9 @@ class ClusterTopK:
         if tid == 0:
             self._init_barriers(sh)
         # Release: this CTA runs, its words are zero and its mbarriers initialised before any
-        # remote write reaches it (its own shared memory only: the loads stay in flight).
-        arrive_own_shared()
+        # remote write reaches it (its own shared memory only, the loads left in flight, where
+        # that does not spill).
+        self._arrive_at_start()
 
         # ---- the held scores as raw bits, -inf outside the window (the float reductions
         # read their exact float32 widening)
