@@ -12,6 +12,34 @@ from dataclasses import replace
 
 import numpy as np
 
+#: The stamps are the low 31 bits of ``%globaltimer`` (ns): they wrap every ``2**31`` ns.
+WRAP = 1 << 31
+
+
+def stamp_spans(row: np.ndarray, names: tuple[str, ...]) -> dict[str, float]:
+    """One CTA's stamps (``row``, zero where a boundary was not stamped): the ns from each
+    stamped boundary of ``names`` to the next stamped one, keyed by the later boundary's name
+    (a path that skips a boundary folds its time into the next)."""
+    hit = [i for i in range(len(names)) if row[i] != 0]
+    return {
+        names[b]: float((int(row[b]) - int(row[a])) % WRAP)
+        for a, b in zip(hit, hit[1:], strict=False)
+    }
+
+
+def selection_exact(logits, kv, out, k: int) -> bool:
+    """Whether every row's selection (``out``, int32 ``[rows, k]``) holds the values of
+    ``torch.topk`` over its window ``logits[r, :kv[r]]``, as multisets (a row of at most ``k``
+    scores: its first ``kv[r]`` slots)."""
+    import torch
+
+    exact = True
+    for r, m in enumerate(kv.tolist()):
+        sel = out[r, : min(m, k)].long()
+        want = torch.sort(torch.topk(logits[r, :m], min(m, k)).values).values
+        exact &= bool(torch.equal(torch.sort(logits[r, sel]).values, want))
+    return exact
+
 
 def cell_args(default_ns: str, extra: Callable | None = None) -> argparse.Namespace:
     """The tools' command line: ``--ns``, ``--ks``, ``--batches``, ``--reps``, ``--rows-from``
@@ -115,12 +143,7 @@ def time_phases(
             ph = read(st, route, args.row)
             if ph is not None:
                 runs.append(ph)
-        exact = True
-        for r, m in enumerate(kv.tolist()):
-            # (a row of at most k scores: its first m slots)
-            sel = out[r, : min(m, k)].long()
-            want = torch.sort(torch.topk(lg[r, :m], min(m, k)).values).values
-            exact &= torch.equal(torch.sort(lg[r, sel]).values, want)
+        exact = selection_exact(lg, kv, out, k)
         plain = base._replace(paths=dummy_i)
         t_ev = timeit(lambda a=plain: fns[cfg](*a), flush, 40)
         med = {m: np.median([r[m] for r in runs if m in r]) / 1000 for m in names

@@ -33,7 +33,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
-WRAP = 1 << 31
+from phase_timing import WRAP, selection_exact, stamp_spans  # noqa: E402
+
 #: (width, rows, K) of the cells read by default: the ragged set's cells whose routes map
 #: their CTAs to rows statically.
 CELLS = [(w, b, k) for w, b in ((65536, 64), (65536, 256), (262144, 8)) for k in (512, 2048)]
@@ -64,13 +65,6 @@ def row_ends(stamps: np.ndarray, rows: int, per_row: int) -> tuple[np.ndarray, n
     last = rel.max(axis=1).reshape(rows, per_row)
     which = last.argmax(axis=1)
     return last.max(axis=1), which + np.arange(rows) * per_row
-
-
-def cta_phases(row: np.ndarray, names: tuple[str, ...]) -> dict[str, float]:
-    """The ns from each stamped boundary of one CTA to its next stamped one, keyed by the later
-    boundary's name."""
-    hit = [i for i in range(len(names)) if row[i] != 0]
-    return {names[b]: float((row[b] - row[a]) % WRAP) for a, b in zip(hit, hit[1:], strict=False)}
 
 
 def main() -> None:
@@ -130,11 +124,8 @@ def main() -> None:
             st = stamps.view(route.grid, STAMP_WORDS).cpu().numpy().astype(np.int64)
             end, last = row_ends(st[:, : len(names)], b, per_row)
             ends.append(end)
-            phases.append([cta_phases(st[c, : len(names)], names) for c in last])
-        for r, n in enumerate(kv.tolist()):
-            sel = out[r, : min(n, k)].long()
-            want = torch.sort(torch.topk(lg[r, :n], min(n, k)).values).values
-            exact &= bool(torch.equal(torch.sort(lg[r, sel]).values, want))
+            phases.append([stamp_spans(st[c, : len(names)], names) for c in last])
+        exact &= selection_exact(lg, kv, out, k)
         med_end = np.median(np.array(ends), axis=0) / 1000
         print(
             f"n={w} b={b} k={k} {route.config.name} p{route.parts}: event {t_ev:.1f} exact "

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-WRAP = 1 << 31
+from phase_timing import WRAP, stamp_spans  # noqa: E402
 
 
 def cta_phases(stamps: np.ndarray, names: tuple[str, ...]) -> list[dict[str, float]]:
@@ -39,9 +39,7 @@ def cta_phases(stamps: np.ndarray, names: tuple[str, ...]) -> list[dict[str, flo
         hit = [i for i in range(len(names)) if row[i] != 0]
         if len(hit) < 2:
             continue
-        ph = {}
-        for a, b in zip(hit, hit[1:], strict=False):
-            ph[names[b]] = float((int(row[b]) - int(row[a])) % WRAP)
+        ph = stamp_spans(row, names)
         ph["total"] = float((int(row[hit[-1]]) - int(row[hit[0]])) % WRAP)
         out.append(ph)
     return out

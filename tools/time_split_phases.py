@@ -31,7 +31,7 @@ from gvr_kernels.streaming.config import STAMPS
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-WRAP = 1 << 31
+from phase_timing import WRAP  # noqa: E402
 
 
 def phases(stamps: np.ndarray, grid: int, parts: int) -> dict[str, float] | None:

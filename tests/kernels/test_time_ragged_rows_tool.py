@@ -11,7 +11,8 @@ from gvr_kernels.spec import H200
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
 
-from time_ragged_rows import CELLS, WRAP, cta_phases, row_ends, stamped_route  # noqa: E402
+from phase_timing import stamp_spans  # noqa: E402
+from time_ragged_rows import CELLS, WRAP, row_ends, stamped_route  # noqa: E402
 
 
 def test_row_ends_take_each_rows_last_cta_from_the_launchs_first_stamp():
@@ -33,9 +34,9 @@ def test_row_ends_take_each_rows_last_cta_from_the_launchs_first_stamp():
     assert end_w.tolist() == end.tolist() and last_w.tolist() == last.tolist()
 
 
-def test_cta_phases_fold_a_skipped_boundary_into_the_next():
+def test_stamp_spans_fold_a_skipped_boundary_into_the_next():
     names = ("entry", "window", "sample", "finish")
-    assert cta_phases(np.array([100, 400, 0, 1400]), names) == {"window": 300.0, "finish": 1000.0}
+    assert stamp_spans(np.array([100, 400, 0, 1400]), names) == {"window": 300.0, "finish": 1000.0}
 
 
 def test_cells_read_only_routes_with_a_static_row_map():
