@@ -15,8 +15,18 @@ import numpy as np
 import pytest
 from gvr_kernels.routing import RAGGED_BULK_MAX_ROWS, cluster_split_route, route_static
 from gvr_reference import validate
+from gvr_reference.keys import order_key
 from gvr_reference.ladder import row_plan
-from gvr_reference.model import ModelConfig, Path, sample_positions, simulate_row, split_bins
+from gvr_reference.model import (
+    SPLIT_BINS_MIN_K,
+    ModelConfig,
+    Path,
+    linear_select,
+    sample_positions,
+    simulate_row,
+    split_bins,
+)
+from gvr_reference.oracle import topk_windows
 from gvr_reference.ragged import MIN_PART, ragged_parts
 from gvr_reference.windows import RowWindows
 from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
@@ -327,6 +337,103 @@ def test_dense_rows_match_the_model(kp, split):
     assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
     report = validate.check_topk(x, windows, k, out.cpu().numpy())
     assert report.ok, report.summary()
+    ROWS_CHECKED["n"] += b
+
+
+def _staged_selection(x, kv, k, traces):
+    """The CPU twin's linear selection (``gvr_reference.model.linear_select``) of each row
+    that selects among its staged survivors (the first rung, or a retry; unsampled rows from
+    key 0): a :class:`~gvr_reference.model.LinearSelect`, None (the radix levels), or
+    ``"other"`` for rows that select elsewhere (rescues, ties, short rows, binned split
+    rows)."""
+    out = []
+    for r, t in enumerate(traces):
+        keys = order_key(x[r, : kv[r]])
+        if t.path == Path.UNSAMPLED:
+            lo = 0
+        elif t.path == Path.FIRST:
+            lo = int(t.t1) + int(t.crowded)
+        elif t.path == Path.RETRY:
+            lo = int(t.t2)
+        else:
+            out.append("other")
+            continue
+        staged = keys[keys >= lo]
+        out.append(linear_select(staged, k, lo, int(staged.max())))
+    return out
+
+
+@pytest.mark.parametrize("values,det", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("k", [512, 2048])
+@pytest.mark.parametrize("rows", [140, 70, 10])
+def test_staged_selection_by_the_linear_level(kp, rows, k, values, det):
+    """Rows built to reach each way the streaming family selects among its staged survivors
+    (``gvr_kernels.device.linear``, CPU twin ``gvr_reference.model.linear_select``): the
+    crossing bin taken whole, ranked (a pile of near values at the K-th), or left to the
+    radix levels (a tie class larger than ``LINEAR_CROSS_MAX`` at the K-th, an infinite
+    score, an unsampled row holding ``-inf``); unsampled rows bracketed from their smallest
+    key (one of ``k + 1`` scores, one far below the others, is taken whole). One
+    512-thread CTA a row (140 rows), one 1024-thread CTA (70), a split row (10: a workspace
+    split, or a cluster split where routed; at K = 2048 its sampled rows meet on the survivor
+    bins, so only its unsampled rows select this way); with values and the deterministic tie
+    rule. The recorded path equals the model's and
+    every answer is exact."""
+    n = 65540
+    b = rows
+    route = route_static(kp.spec, rows=b, n_env=n, k=k, with_values=values, deterministic=det)
+    split = route.parts > 1
+    assert split == (rows == 10) and not route.config.ragged
+    g = rng(23, rows, k, values, det)
+    x = g.standard_normal((b, n)).astype(np.float32)
+    kv = np.full(b, n, np.int32)
+    for r in range(b):
+        kind = r % 10
+        row = x[r]
+        v = np.sort(row)[::-1][k - 40]
+        if kind == 1:  # near values at the K-th: a crossing bin of a few dozen keys
+            row[g.choice(n, 90, replace=False)] = v + np.float32(1e-6) * np.arange(90)
+        elif kind == 6:  # an unsampled row of k + 1 scores, one far below the others: its
+            # crossing bin holds exactly the keys wanted (taken whole)
+            kv[r] = k + 1
+            row[g.integers(k + 1)] = -1000.0
+        elif kind == 2:  # a tie class at the K-th, more keys than the crossing bin's staging
+            row[g.choice(n, 300, replace=False)] = v
+        elif kind == 3:  # an infinite score: no bracket
+            row[g.integers(n)] = np.inf
+        elif kind in (4, 7):  # unsampled rows, one with near values at its K-th
+            kv[r] = g.integers(k + 1, 2 * k + 1) if kind == 4 else g.integers(k + 200, 2 * k + 1)
+            if kind == 7:
+                w = np.sort(row[: kv[r]])[::-1][k - 20]
+                below = np.flatnonzero(row[: kv[r]] < w)  # (most of this row is above w)
+                row[g.choice(below, 50, replace=False)] = w + np.float32(1e-6) * np.arange(50)
+        elif kind == 5:  # an unsampled row holding -inf
+            kv[r] = g.integers(k + 1, 2 * k + 1)
+            row[g.integers(kv[r])] = -np.inf
+    traces, parts = _model_paths(x, kv, k, route)
+    want = np.array([int(t.path) for t in traces])
+    ways = _staged_selection(x, kv, k, traces)
+    if split and k >= SPLIT_BINS_MIN_K:  # sampled split rows meet on their bins
+        ways = [
+            w if t.path == Path.UNSAMPLED else "other" for w, t in zip(ways, traces, strict=True)
+        ]
+    seen = {
+        "none" if w is None else w if isinstance(w, str) else ("rank" if w.ranked else "whole")
+        for w in ways
+    }
+    assert {"none", "rank", "whole"} <= seen, seen
+    out, val, paths, _ = kp.launch(
+        "decode", torch.from_numpy(x).cuda(), torch.from_numpy(kv).cuda(), None, k,
+        values=values, det=det, paths=True, route=route,
+    )  # fmt: skip
+    got = paths.cpu().numpy()
+    assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
+    windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
+    o = out.cpu().numpy()
+    report = validate.check_topk(x, windows, k, o, None if val is None else val.cpu().numpy())
+    assert report.ok, report.summary()
+    if det:
+        want_idx = topk_windows(x, windows, k, deterministic=True)
+        assert np.array_equal(np.sort(want_idx, axis=1), np.sort(o, axis=1)), "tie choice"
     ROWS_CHECKED["n"] += b
 
 

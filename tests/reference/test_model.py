@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gvr_reference.bracket import EDGE_BIAS_MAX, EDGE_BIAS_MIN, bin_edge, bracket
+from gvr_reference.bracket import EDGE_BIAS_MAX, EDGE_BIAS_MIN, bin_edge, bracket, bracket_bins
 from gvr_reference.keys import order_key
 from gvr_reference.ladder import PY_OPS, LadderParams, row_plan, sample_vector
 from gvr_reference.model import (
+    LINEAR_BINS,
+    LINEAR_CROSS_MAX,
     RUNG_BINS,
     SPLIT_BINS_MIN_K,
     ModelConfig,
     Path,
+    linear_select,
     narrow_threshold,
     rung_bins,
     rung_bracket,
@@ -381,3 +384,89 @@ def test_split_bins_only_for_rows_that_meet_on_them():
             assert simulate_row(row.astype(np.float32), k, cfg).path == path
     assert split_bins(x, k, cfg) is not None
     assert split_bins(x, SPLIT_BINS_MIN_K - 1, cfg) is None  # below the K the bins pay from
+
+
+def _linear_topk(keys: np.ndarray, k: int, lo: int) -> np.ndarray | None:
+    """The top ``k`` positions of ``keys`` as the linear selection takes them: every key of a
+    bin above the crossing bin, then the crossing bin's keys by (key descending, position
+    ascending); None where :func:`linear_select` leaves the row to the radix levels."""
+    sel = linear_select(keys, k, lo, int(keys.max()))
+    if sel is None:
+        return None
+    bins = bracket_bins(keys, bracket(sel.lo, int(keys.max()), LINEAR_BINS))
+    above = np.flatnonzero(bins > sel.crossing)
+    cross = np.flatnonzero(bins == sel.crossing)
+    cross = cross[np.lexsort((cross, -keys[cross].astype(np.int64)))]
+    assert above.size == sel.above < k <= sel.above + sel.count == sel.above + cross.size
+    assert sel.ranked == (cross.size != k - above.size)
+    return np.concatenate([above, cross[: k - above.size]])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(2, 6000),
+    k=st.integers(1, 2048),
+    family=st.sampled_from(["gaussian", "piled", "steps", "signed", "tiny"]),
+    seed=st.integers(0, 2**31 - 1),
+    from_zero=st.booleans(),
+)
+def test_linear_select_is_the_deterministic_top_k(n, k, family, seed, from_zero):
+    """The linear selection's answer (bins above the crossing bin, then the crossing bin's
+    largest keys, smallest positions first) is the top ``k`` with the deterministic tie rule,
+    on every row it serves."""
+    k = min(k, n)
+    g = np.random.default_rng(seed)
+    x = g.standard_normal(n).astype(np.float32)
+    if family == "piled":  # a tie class and a pile of near values
+        x[g.random(n) < 0.2] = np.float32(0.5)
+        near = g.random(n) < 0.2
+        x[near] = np.float32(0.5) + np.float32(2**-20) * g.integers(0, 8, int(near.sum()))
+    elif family == "steps":
+        x = np.round(x * 4).astype(np.float32)
+    elif family == "signed":
+        x[g.random(n) < 0.5] = np.float32(-0.0)
+    elif family == "tiny":  # a spread of a few units in the last place
+        x = (np.float32(1.0) + np.float32(2**-23) * g.integers(0, 50, n)).astype(np.float32)
+    keys = order_key(x)
+    lo = 0 if from_zero else int(np.sort(keys)[::-1][k - 1])
+    staged = keys[keys >= lo] if lo else keys
+    got = _linear_topk(staged, k, lo)
+    if got is None:
+        return
+    want = np.lexsort((np.arange(staged.size), -staged.astype(np.int64)))[:k]
+    assert np.array_equal(np.sort(got), np.sort(want))
+
+
+def test_linear_select_paths():
+    """Which rows the linear selection serves: a gaussian row whole or ranked; a tie class
+    past :data:`LINEAR_CROSS_MAX` at the boundary, an infinite score, a ``-inf`` score on a
+    row selected from key 0: the radix levels."""
+    g = np.random.default_rng(3)
+    x = g.standard_normal(20000).astype(np.float32)
+    k = 512
+    keys = order_key(x)
+    t = int(np.sort(keys)[::-1][3 * k])
+    sel = linear_select(keys[keys >= t], k, t, int(keys.max()))
+    assert sel is not None and sel.lo == t and sel.above < k
+    v = np.sort(x)[::-1][k - 40]
+    near = x.copy()
+    near[g.choice(x.size, 90, replace=False)] = v + np.float32(1e-6) * np.arange(90)
+    kn = order_key(near)
+    sel = linear_select(kn[kn >= t], k, t, int(kn.max()))
+    assert sel is not None and sel.ranked and 2 <= sel.count <= LINEAR_CROSS_MAX
+    tied = x.copy()
+    tied[g.choice(x.size, LINEAR_CROSS_MAX + 50, replace=False)] = v
+    kt = order_key(tied)
+    assert linear_select(kt[kt >= t], k, t, int(kt.max())) is None
+    inf = x.copy()
+    inf[7] = np.inf
+    ki = order_key(inf)
+    assert linear_select(ki[ki >= t], k, t, int(ki.max())) is None
+    # selected from key 0 (an unsampled row): the low end is the smallest staged key ...
+    sel = linear_select(keys, k, 0, int(keys.max()))
+    assert sel is not None and sel.lo == int(keys.min())
+    # ... unless it is -inf
+    neg = x.copy()
+    neg[3] = -np.inf
+    kneg = order_key(neg)
+    assert linear_select(kneg, k, 0, int(kneg.max())) is None

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bracket import Bracket, bin_edge, bracket, bracket_bins, edge_exact
+from .bracket import KEY_NEG_FLT_MAX, Bracket, bin_edge, bracket, bracket_bins, crossing, edge_exact
 from .keys import format_keys, key_format, order_key
 from .ladder import LadderParams, row_plan, sample_vector
 
@@ -73,6 +73,10 @@ __all__ = [
     "SplitBins",
     "split_bins",
     "SPLIT_BINS_MIN_K",
+    "LINEAR_BINS",
+    "LINEAR_CROSS_MAX",
+    "LinearSelect",
+    "linear_select",
 ]
 
 #: Split rows meet on their survivor bins (:func:`split_bins`) from this K on: at K = 512 the
@@ -298,6 +302,64 @@ def sample_rung(
     if above + int(hist[b]) <= reach:
         return t, above + int(hist[b]), 0
     return rung_with_ties(keys, j, t, int(np.asarray(keys).max()), reach)
+
+
+#: Bins of the linear level over a float32 row's staged survivors (:func:`linear_select`).
+LINEAR_BINS = 2048
+#: The most keys of that level's crossing bin that are staged apart and ranked.
+LINEAR_CROSS_MAX = 128
+
+
+@dataclass(frozen=True)
+class LinearSelect:
+    """The linear level over a row's staged survivors (:func:`linear_select`).
+
+    Attributes:
+        lo: the order key of the bracket's low end.
+        crossing: the crossing bin of ``k``.
+        above: survivors in higher bins (all selected; ``< k``).
+        count: survivors in the crossing bin (``above + count >= k``).
+        ranked: whether the crossing bin's keys were ranked (else all of them are selected:
+            ``count == k - above``).
+    """
+
+    lo: int
+    crossing: int
+    above: int
+    count: int
+    ranked: bool
+
+
+def linear_select(staged: np.ndarray, k: int, lo: int, hi: int) -> LinearSelect | None:
+    """The CPU twin of the streaming family's selection over its staged survivors by one
+    linear level (``gvr_kernels.device.linear``), or None where that level does not serve
+    and the radix narrowing selects (16-bit rows aside, which never take it).
+
+    The staged keys' values are mapped onto :data:`LINEAR_BINS` bins by the float32 bracket
+    over ``[lo, hi]`` (:func:`gvr_reference.bracket.bracket`); ``lo`` is the selection's low
+    key, or the smallest staged key where ``lo`` is not a finite value's (an unsampled row
+    selects from key 0). None when no bracket forms (an end that is not a finite value, ends
+    too close for the float scale) or when the crossing bin holds more than
+    :data:`LINEAR_CROSS_MAX` keys and not exactly the ``k - above`` wanted.
+
+    Args:
+        staged: uint32 order keys of the staged survivors (``k <= staged.size``), all in
+            ``[lo, hi]``.
+        k: top-K size.
+        lo, hi: the selection's key range (``hi``: the largest staged key).
+    """
+    keys = np.asarray(staged, np.uint32)
+    if lo < KEY_NEG_FLT_MAX:
+        lo = int(keys.min())
+    br = bracket(int(lo), int(hi), LINEAR_BINS)
+    if br is None:
+        return None
+    hist = np.bincount(bracket_bins(keys, br), minlength=LINEAR_BINS)
+    b, above, count = crossing(hist, k)
+    ranked = count != k - above
+    if ranked and count > LINEAR_CROSS_MAX:
+        return None
+    return LinearSelect(int(lo), b, above, count, ranked)
 
 
 def crowd_min_ties(n: int, s: int, capacity: int, bits: int = 32, ops=None) -> int:

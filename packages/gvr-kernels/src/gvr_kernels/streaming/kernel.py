@@ -81,6 +81,7 @@ from ..device.keys import (
     top_aligned,
 )
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, Source, Window
+from ..device.linear import select_staged
 from ..device.memory import l2_policy, load_coherent, load_scalar, load_score, load_vec4_if
 from ..device.ops import DEVICE_OPS
 from ..device.rung import sample_rung
@@ -590,9 +591,7 @@ class StreamingTopK:
                     )
                 else:
                     max_key = Uint32(sh.ctl[Ctl.MAXKEY])
-                    select_and_emit(
-                        cfg, sh, win, Source.STAGE, out, values, row, k, lo_sel, max_key, count
-                    )
+                    select_staged(cfg, sh, win, out, values, row, k, lo_sel, max_key, count)
             self._record(paths, row, code | skipped, parts)
             self._stamp(paths, "finish")
 
