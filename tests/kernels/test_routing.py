@@ -57,7 +57,7 @@ def test_route_static_policy():
     r = route_static(H200, rows=1, n_env=262144, k=2048, mode="full")
     assert r.parts == min(s, 262144 // MIN_PART_ELEMS) and r.config.split
     assert route_static(H200, rows=1, n_env=4096, k=512).config.threads == 512
-    assert r.grid == r.parts and r.workspace_words == 4 + 256 + 2 * r.config.capacity
+    assert r.grid == r.parts and r.workspace_words == 4 + 2 * r.config.capacity
     assert route_static(H200, rows=1, n_env=SPLIT_MIN_N - 1, k=512).parts == 1
     # decode and prefill rows may differ in length: the ragged split where it measured faster
     assert not r.config.ragged

@@ -374,9 +374,9 @@ def test_staged_selection_by_the_linear_level(kp, rows, k, values, det):
     score, an unsampled row holding ``-inf``); unsampled rows bracketed from their smallest
     key (one of ``k + 1`` scores, one far below the others, is taken whole). One
     512-thread CTA a row (140 rows), one 1024-thread CTA (70), a split row (10: a workspace
-    split, or a cluster split where routed; at K = 2048 its sampled rows meet on the survivor
-    bins, so only its unsampled rows select this way); with values and the deterministic tie
-    rule. The recorded path equals the model's and
+    split, or a cluster split where routed, at K = 2048 without values, whose sampled rows
+    meet on the survivor bins, so only its unsampled rows select this way); with values and
+    the deterministic tie rule. The recorded path equals the model's and
     every answer is exact."""
     n = 65540
     b = rows
@@ -412,7 +412,7 @@ def test_staged_selection_by_the_linear_level(kp, rows, k, values, det):
     traces, parts = _model_paths(x, kv, k, route)
     want = np.array([int(t.path) for t in traces])
     ways = _staged_selection(x, kv, k, traces)
-    if split and k >= SPLIT_BINS_MIN_K:  # sampled split rows meet on their bins
+    if route.config.cluster and k >= SPLIT_BINS_MIN_K:  # sampled rows meet on their bins
         ways = [
             w if t.path == Path.UNSAMPLED else "other" for w, t in zip(ways, traces, strict=True)
         ]
@@ -536,7 +536,7 @@ def test_ragged_split_families(kp, family):
 
 def test_split_workspace_counters_are_restored(kp):
     """The last CTA of each split row restores the row's counters (arrivals, slab fill) and
-    its survivor histogram to zero, so the next launch or graph replay finds them clean; the
+    its two pad words zero, so the next launch or graph replay finds them clean; the
     slab itself is scratch."""
     from gvr_kernels.streaming.config import WS_HEADER_WORDS
 
@@ -552,7 +552,7 @@ def test_split_workspace_counters_are_restored(kp):
         assert route.parts > 1
         words = route.workspace_words // batch.rows
         headers = kp.workspace[: route.workspace_words].view(torch.int32).view(batch.rows, words)
-        assert int(headers[:, :WS_HEADER_WORDS].abs().sum()) == 0  # counter and histogram
+        assert int(headers[:, :WS_HEADER_WORDS].abs().sum()) == 0  # counter and pad words
         assert int(headers[:, WS_HEADER_WORDS:].abs().sum()) != 0  # the slab was used
         check(batch, out)
 
@@ -560,13 +560,14 @@ def test_split_workspace_counters_are_restored(kp):
 @pytest.mark.parametrize("rows", [4, 32, "x8"])
 @pytest.mark.parametrize("det", [False, True])
 @pytest.mark.parametrize("k", [1024, 2048])
-def test_split_rows_meet_on_survivor_bins(kp, rows, k, det):
-    """Split rows (static at 4 rows, ragged at 32, or 4 rows on clusters of eight CTAs:
-    ``"x8"``) that meet on their survivor bins (``gvr_reference.model.split_bins``), with the
-    crossing bin in the middle of the bins, in the saturated top bin (more than ``k`` keys
-    planted above the sample's largest, where the sample does not look), holding a tie class
-    the top ``k`` cuts (the deterministic mode's smallest indices), and on rows of negative
-    scores; with values, every answer exact."""
+def test_split_rows_on_survivor_bins(kp, rows, k, det):
+    """Split rows whose survivor bins (``gvr_reference.model.split_bins``) put the crossing
+    bin in the middle of the bins, in the saturated top bin (more than ``k`` keys planted
+    above the sample's largest, where the sample does not look), holding a tie class the top
+    ``k`` cuts (the deterministic mode's smallest indices), and on rows of negative scores:
+    4 rows on clusters of eight CTAs (``"x8"``) meet on those bins; a static split (4 rows)
+    and a ragged one (32) gather their slabs and select by the linear level. With values,
+    every answer exact."""
     n = 200003
     if rows == "x8":
         rows = 4

@@ -79,9 +79,11 @@ __all__ = [
     "linear_select",
 ]
 
-#: Split rows meet on their survivor bins (:func:`split_bins`) from this K on: at K = 512 the
-#: radix levels over the gathered survivors (about ``3 * K`` of them) measured faster (H200,
-#: ``benchmarks/results/h200/bench_grid_all.json`` against ``bench_grid_head.json``: 3.2 %).
+#: Cluster split rows meet on their survivor bins (:func:`split_bins`) from this K on: at
+#: K = 512 the radix levels over the gathered survivors (about ``3 * K`` of them) measured
+#: faster (H200, ``benchmarks/results/h200/bench_grid_all.json`` against
+#: ``bench_grid_head.json``: 3.2 %). Workspace splits no longer meet on them
+#: (``benchmarks/results/h100/ab_linear.log``: gathering and the linear level measured faster).
 SPLIT_BINS_MIN_K = 1024
 
 RADIX_BITS = 8
@@ -518,8 +520,10 @@ class SplitBins:
 
 
 def split_bins(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) -> SplitBins | None:
-    """The survivor bins a split row meets on (the CPU twin of the streaming kernel's binned
-    meet, ``StreamingTopK._split_meet``), or None for a row that does not meet on them.
+    """The survivor bins a cluster split row meets on (the CPU twin of the streaming
+    kernel's binned meet, ``StreamingTopK._cluster_meet``), or None for a row that does not
+    meet on them. (A workspace split's last CTA gathers its slab instead and selects by the
+    linear level: :func:`linear_select`.)
 
     A row cut across CTAs (``cfg.parts > 1``), with ``k >= SPLIT_BINS_MIN_K``, whose first
     rung ``t1`` came from its sample (not crowded) and kept between ``k`` and the capacity of

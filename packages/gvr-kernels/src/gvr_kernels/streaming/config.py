@@ -29,7 +29,6 @@ __all__ = [
     "CTL_ALLOC",
     "CLUSTER_SIZES",
     "WS_HEADER_WORDS",
-    "WS_HIST_AT",
     "WS_SLAB_ENTRIES",
     "SMEM_ALIGN",
     "SKIP_MASK_WORDS",
@@ -53,12 +52,9 @@ CTL_ALLOC = 24
 CLUSTER_SIZES = (2, 4, 8, 16)
 #: Per-row words of the split workspace before the survivor slab, zero on entry and zero
 #: again on exit: one 64-bit counter (the survivors reserved in its low half, the arriving
-#: CTAs in its high half), two pad words (the workspace is 16-byte aligned, so each row's
-#: counter is 8-byte aligned), then the row's survivor histogram (``HIST_BINS`` counts from
-#: word ``WS_HIST_AT``: every CTA adds its survivors' bins, the finishing CTA reads and
-#: clears them). The slab after them is scratch.
-WS_HIST_AT = 4
-WS_HEADER_WORDS = WS_HIST_AT + HIST_BINS
+#: CTAs in its high half) and two pad words (the workspace is 16-byte aligned, so each row's
+#: counter is 8-byte aligned and its slab 16-byte aligned). The slab after them is scratch.
+WS_HEADER_WORDS = 4
 #: Survivor entries a row slot's slab has room for in every split configuration, whatever its
 #: staging capacity (at most this): the slots of launches of different capacities (the 1024-
 #: and 512-thread split cores, or a staging halved on a small part) that share one workspace
@@ -72,16 +68,14 @@ SMEM_ALIGN = 16
 SKIP_MASK_WORDS = MASK_BLOCKS // 32
 #: The phase boundaries a ``stamp_phases`` kernel stamps, in the order of their words: kernel
 #: entry; the row window read and the control words zeroed; the sample read; the first rung;
-#: the streaming pass; then, on a split row, the slab range reserved (after the survivors'
-#: bins were counted, when the row meets on them), the survivors written and fenced, the
-#: arrival counted; on a row that meets on its survivor bins, the row's histogram read by the
-#: last CTA and its crossing bin found; the slab gathered by the last CTA (meeting on the
-#: bins: the keys above the crossing bin emitted and the bin's keys staged); and the row
-#: finished (selection and emission) by the CTA that finishes it. A row that does not meet
-#: on its bins leaves ``hist`` and ``cross`` unstamped. A cluster split (``cluster``) stamps
-#: ``reserve`` (its survivor bins counted), ``publish`` (the counts summed across the cluster:
-#: the first cluster barrier), ``cross`` and ``gather`` (the second cluster barrier and the
-#: leader's move), and no ``arrive`` or ``hist``.
+#: the streaming pass; then, on a workspace split row, the slab range reserved, the survivors
+#: written and fenced, the arrival counted, and the slab gathered by the last CTA; and the
+#: row finished (selection and emission) by the CTA that finishes it. A cluster split
+#: (``cluster``) stamps ``reserve`` (its survivor bins counted), ``publish`` (the counts
+#: summed across the cluster: the first cluster barrier), ``cross`` (on a row that meets on
+#: its survivor bins: their crossing bin found) and ``gather`` (the second cluster barrier
+#: and the leader's move), and no ``arrive`` or ``hist``; no launch stamps ``hist`` now (the
+#: word stays, so stamp records keep their layout).
 STAMPS = (
     "entry",
     "window",

@@ -105,7 +105,6 @@ from .config import (
     SMEM_ALIGN,
     STAMPS,
     WS_HEADER_WORDS,
-    WS_HIST_AT,
     StreamingConfig,
 )
 
@@ -149,8 +148,8 @@ class StreamingTopK:
       ``-1``.
     - ``workspace``: uint32, at least ``rows * workspace_words_per_row`` words when ``split``
       (``ragged``: ``min(rows, parts)`` row slots; else unused); each slot's
-      ``WS_HEADER_WORDS`` header words (the counter and the survivor histogram) must be zero
-      on entry and are zero again on exit.
+      ``WS_HEADER_WORDS`` header words (the counter and two pad words) must be zero on entry
+      and are zero again on exit.
     - ``paths``: int32 ``(rows,)`` path codes when ``record_paths`` (else unused).
     - ``k``, ``next_n``, ``cr_shift`` (``log2(compress_ratio)``), ``parts`` (CTAs per row; 1
       unless ``split``; ``ragged``: the launch's CTAs beyond one per row, shared out by length,
@@ -443,7 +442,7 @@ class StreamingTopK:
             # With l2_hints the sampled lines stay in L2 until the pass reads them again.
             policy = l2_policy("evict_last") if const_expr(cfg.l2_hints) else None
             # The sample's largest key (float32: and its smallest) spans the rung's linear
-            # level; a split row's survivor bins span up to the largest (_split_meet).
+            # level; a cluster split row's survivor bins span up to the largest (_cluster_meet).
             smax = None
             slow = None
             if const_expr(cfg.split or fmt.bits == 32):
@@ -512,31 +511,28 @@ class StreamingTopK:
             slot = row
 
         finish = Boolean(True)
-        # A split row whose rung came from its sample (every CTA alike) meets on the survivor
-        # bins from K = SPLIT_BINS_MIN_K on (gvr_reference.model.split_bins); ``staged_bin``:
-        # the finishing CTA emitted the ``above`` keys above the crossing bin and staged the
-        # bin's keys (all at least ``bin_lo``).
-        binned = (code == Int32(Path.FIRST)) & (k >= SPLIT_BINS_MIN_K)
+        # A cluster split row whose rung came from its sample (every CTA alike) meets on the
+        # survivor bins from K = SPLIT_BINS_MIN_K on (gvr_reference.model.split_bins);
+        # ``staged_bin``: the leader emitted the ``above`` keys above the crossing bin and
+        # staged the bin's keys (all at least ``bin_lo``). A workspace split's last CTA gathers
+        # the slab and selects by the linear level (device.linear) instead, which measured
+        # faster (benchmarks/results/h100/ab_linear.log).
         staged_bin = Boolean(False)
         above = Int32(0)
         bin_lo = Uint32(0)
         if const_expr(cfg.ragged):
             # A row of one CTA runs as on one CTA per row (the retry rung included).
             if parts > 1:
-                count, finish, staged_bin, above, bin_lo = self._split_meet(
-                    sh, workspace, paths, out, values, row, parts, count, k, thr_key, binned,
-                    slot,
-                )  # fmt: skip
+                count, finish = self._split_meet(sh, workspace, paths, count, parts, slot)
             else:
                 self._staged_max(sh, count)
         elif const_expr(cfg.cluster):
+            binned = (code == Int32(Path.FIRST)) & (k >= SPLIT_BINS_MIN_K)
             count, finish, staged_bin, above, bin_lo = self._cluster_meet(
                 sh, paths, out, values, row, part, count, k, thr_key, binned
             )
         elif const_expr(cfg.split):
-            count, finish, staged_bin, above, bin_lo = self._split_meet(
-                sh, workspace, paths, out, values, row, parts, count, k, thr_key, binned, slot
-            )  # fmt: skip
+            count, finish = self._split_meet(sh, workspace, paths, count, parts, slot)
 
         if finish & staged_bin:
             # The crossing bin's keys are staged: the rule among them for the slots left.
@@ -879,44 +875,24 @@ class StreamingTopK:
     # ------------------------------------------------------------------ split rows
     @cute.jit
     def _split_meet(
-        self, sh, workspace, paths, out, values, row: Int32, parts: Int32, count: Int32,
-        k: Int32, thr_key: Uint32, binned: Boolean, slot: Int32,
+        self, sh, workspace, paths, count: Int32, parts: Int32, slot: Int32,
     ):  # fmt: skip
         """Publish this CTA's survivors to the row slab (workspace row slot ``slot``); the last
-        CTA to arrive gathers them.
+        CTA to arrive gathers the whole slab into its staging when it fits (``ctl[Ctl.CNT]``
+        entries, the largest key in ``ctl[Ctl.MAXKEY]``) and selects among them
+        (:func:`~gvr_kernels.device.linear.select_staged`).
 
-        ``binned`` (CTA-uniform, alike in every CTA of the row: the rung came from the row's
-        sample): each CTA also adds its survivors' counts in the row's survivor bins
-        (:meth:`_survivor_bin`) to the row's histogram in the workspace. When the row's total
-        is in ``[k, capacity]``, the finishing CTA finds the crossing bin of that histogram,
-        emits every survivor above the bin while it reads the slab, and stages only the
-        bin's survivors (``ctl[Ctl.CNT]`` of them, the largest key in ``ctl[Ctl.MAXKEY]``);
-        otherwise it stages the whole slab when it fits.
-
-        Returns ``(total, finish, staged_bin, above, bin_lo)``: the row's survivor count,
-        whether this CTA finishes the row, whether it staged the crossing bin only (then the
-        ``above`` survivors above the bin fill output slots ``[0, above)``, and every staged
-        key is at least ``bin_lo``).
+        Returns ``(total, finish)``: the row's survivor count and whether this CTA finishes
+        the row.
         """
         cfg = self.cfg
-        fmt = cfg.key_format
         ctl = sh.ctl
         tid, _, _ = cute.arch.thread_idx()
         words = cfg.workspace_words_per_row
         ws_row = workspace.iterator + Int64(slot) * Int64(words)
-        ws_hist = ws_row + WS_HIST_AT
         slab_bits = ws_row + WS_HEADER_WORDS
         slab_idx = ws_row + (WS_HEADER_WORDS + cfg.capacity)
         kept = cutlass.min(count, Int32(cfg.capacity))
-
-        shift = Uint32(0)
-        if binned:
-            # (complete at the reservation's barrier below)
-            smax = Uint32(ctl[Ctl.SMAX])
-            shift = radix.level_shift(thr_key, cutlass.max(smax, thr_key))
-            for i in cutlass.range(tid, kept, cfg.threads):
-                b = self._survivor_bin(order_key(sh.stage_bits[i], fmt), thr_key, shift)
-                cute.arch.atomic_add(sh.hist.iterator + b, Int32(1))
 
         # Header words 0-1 as one 64-bit counter: the fill (survivors reserved) in the low
         # half, the arrivals in the high half, so the arrival that finds every other CTA
@@ -933,13 +909,6 @@ class StreamingTopK:
             if dst < cfg.capacity:
                 cute.arch.store(slab_bits + dst, sh.stage_bits[i])
                 cute.arch.store(slab_idx + dst, Uint32(sh.stage_idx[i]))
-        if binned:
-            # This CTA's bin counts into the row's histogram; the shared one back to zero.
-            if tid < HIST_BINS:
-                h = sh.hist[tid]
-                if h != Int32(0):
-                    cute.arch.atomic_add(ws_hist + tid, Uint32(h))
-                    sh.hist[tid] = Int32(0)
         # Every writer fences before the barrier, so the arrival below releases all of them.
         cute.arch.fence_acq_rel_gpu()
         cute.arch.barrier()
@@ -957,60 +926,9 @@ class StreamingTopK:
         self._stamp(paths, "arrive")
         finish = ctl[Ctl.LAST] == 1
         total = ctl[Ctl.TOTAL]
-        staged_bin = Boolean(False)
-        above = Int32(0)
-        bin_lo = Uint32(0)
         if finish:
             cute.arch.fence_acq_rel_gpu()
-            staged_bin = binned & (total >= k) & (total <= cfg.capacity)
-            if binned:
-                # The row's histogram, left zero for the next launch.
-                if tid < HIST_BINS:
-                    sh.hist[tid] = Int32(load_coherent(ws_hist + tid))
-                    cute.arch.store(ws_hist + tid, Uint32(0))
-                cute.arch.barrier()
-                self._stamp(paths, "hist")
-            if staged_bin:
-                if tid < 32:
-                    b, ab, hb = radix.find_crossing(sh.hist, k)
-                    if tid == 0:
-                        ctl[Ctl.B] = b
-                        ctl[Ctl.ABOVE] = ab
-                        ctl[Ctl.CNT] = Int32(0)
-                        ctl[Ctl.MAXKEY] = Int32(0)
-                        ctl[Ctl.GT] = Int32(0)
-                cute.arch.barrier()
-                self._stamp(paths, "cross")
-                cross = Uint32(ctl[Ctl.B])
-                above = ctl[Ctl.ABOVE]
-                bin_lo = thr_key + (cross << shift)
-                ea = EmitArgs(out, values, row, k, Int32(0), Int32(0), Uint32(0), Uint32(KEY_MAX))
-                # Warp-uniform trip count (slots come from warp ballots); each step has all
-                # its GATHER_GROUP entries' loads in flight before it uses any.
-                group = GATHER_GROUP
-                for ib in cutlass.range(0, total, cfg.threads * group):
-                    got = []
-                    for g in cutlass.range_constexpr(group):
-                        i = ib + g * cfg.threads + tid
-                        ok = i < total
-                        j = cutlass.select_(ok, i, Int32(0))
-                        got.append((load_coherent(slab_bits + j), load_coherent(slab_idx + j), ok))
-                    above_l = []
-                    cross_l = []
-                    for bits, pos_bits, ok in got:
-                        pos = Int32(pos_bits)
-                        b = self._survivor_bin(order_key(bits, fmt), thr_key, shift)
-                        above_l.append((bits, pos, ok & (b > cross)))
-                        cross_l.append((bits, pos, ok & (b == cross)))
-                    # One shared atomic a warp for each list, not one an entry.
-                    self._emit_above(ctl, ea, above_l)
-                    stage_selected(cfg.capacity, sh, cross_l, False, fmt)
-                cute.arch.barrier()
-            elif total <= cfg.capacity:
-                if binned:
-                    # (a row outside [k, capacity]: the histogram is unused, but cleared)
-                    if tid < HIST_BINS:
-                        sh.hist[tid] = Int32(0)
+            if total <= cfg.capacity:
                 top = Uint32(0)
                 for i in cutlass.range(tid, total, cfg.threads):
                     bits = load_coherent(slab_bits + i)
@@ -1020,12 +938,9 @@ class StreamingTopK:
                 if tid < total:
                     max_ptr = cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
                     cute.arch.atomic_max(max_ptr, top)
-            elif binned:
-                if tid < HIST_BINS:
-                    sh.hist[tid] = Int32(0)
             cute.arch.barrier()
             self._stamp(paths, "gather")
-        return total, finish, staged_bin, above, bin_lo
+        return total, finish
 
     @cute.jit
     def _cluster_meet(self, sh, paths, out, values, row, rank, count, k, thr_key, binned):
@@ -1033,9 +948,12 @@ class StreamingTopK:
         every CTA holds its own survivors (``count``, of which the staging kept at most the
         capacity) and the row's rung; the leader (rank 0) finishes the row.
 
-        1. Meeting on the survivor bins (``binned``, as :meth:`_split_meet`), each CTA counts
-           its survivors' bins. Every CTA adds its count to every CTA's ``ctl[XTOTAL]`` and
-           its bin counts to every CTA's ``mhist``; one cluster barrier. Every CTA then holds
+        1. Meeting on the survivor bins (``binned``: the rung came from the row's sample, K at
+           least ``SPLIT_BINS_MIN_K``), each CTA counts its survivors' bins
+           (:meth:`_survivor_bin`: ``min((key - T) >> shift, 255)``, ``shift`` one radix level
+           of the rung to the sample's largest key). Every CTA adds its count to every
+           CTA's ``ctl[XTOTAL]`` and its bin counts to every CTA's ``mhist``; one cluster
+           barrier. Every CTA then holds
            the row's total and histogram, so every decision below is the cluster's.
         2. A row of ``[k, capacity]`` survivors meeting on its bins: every CTA finds the
            crossing bin and emits its survivors above it (output slots from the leader's
@@ -1055,8 +973,10 @@ class StreamingTopK:
         packing and the move write, round by round after a barrier, only below every entry
         not yet read (a slot is at most the count read before it). The conditions are a
         workspace split's of the same capacity, so every path equals :meth:`_split_meet`'s
-        (``gvr_reference.model``). Returns ``(total, finish, staged_bin, above, bin_lo)`` as
-        :meth:`_split_meet`.
+        (``gvr_reference.model``). Returns ``(total, finish, staged_bin, above, bin_lo)``: the
+        row's survivor count, whether this CTA finishes the row, whether the leader staged the
+        crossing bin only (then the ``above`` survivors above the bin fill output slots
+        ``[0, above)``, and every staged key is at least ``bin_lo``).
         """
         cfg = self.cfg
         fmt = cfg.key_format
