@@ -232,9 +232,12 @@ def test_forced_paths_match_the_model(kp, split):
     if split == "cluster":
         route = cluster_split_route(kp.spec, rows=b, n_env=n, k=k, cluster=4)
     else:
-        route = route_static(kp.spec, rows=b, n_env=n, k=k)
+        # (9 rows route to a cluster split without values: the workspace split is the route
+        # with values, launched without them)
+        route = route_static(kp.spec, rows=b, n_env=n, k=k, with_values=split is True)
     assert (route.parts > 1) == bool(split)
     assert route.config.ragged == (split == "bulk")
+    assert bool(route.config.cluster) == (split == "cluster")
     g = rng(7, [False, True, "bulk", "cluster"].index(split))
     x = g.standard_normal((b, n)).astype(np.float32)
     pos, plan = _sampled_positions(n, k, route.ladder)
@@ -262,8 +265,8 @@ def test_forced_paths_match_the_model(kp, split):
             x[r] = np.float32(-0.0) if r % 2 else np.float32(3.0)
         elif kind == 4:  # short rows
             kv[r] = [k - 1, k, 0][r % 3]
-        elif kind == 5:  # unsampled rows
-            kv[r] = 3 * k + 1
+        elif kind == 5:  # unsampled rows (at most dense_min * k scores: not dense)
+            kv[r] = 2 * k + 1
     windows = RowWindows(np.zeros(b, np.int64), kv.astype(np.int64))
     traces, parts = _model_paths(x, kv, k, route)
     want = np.array([int(t.path) for t in traces])
@@ -535,9 +538,9 @@ def test_ragged_split_families(kp, family):
 
 
 def test_split_workspace_counters_are_restored(kp):
-    """The last CTA of each split row restores the row's counters (arrivals, slab fill) and
-    its two pad words zero, so the next launch or graph replay finds them clean; the
-    slab itself is scratch."""
+    """The last CTA of each workspace split row restores the row's counter (arrivals, slab
+    fill) to zero, so the next launch or graph replay finds it clean; the slab itself is
+    scratch. (With values: without them 4 rows route to a cluster split, no workspace.)"""
     from gvr_kernels.streaming.config import WS_HEADER_WORDS
 
     kp.workspace.fill_(0)
@@ -547,14 +550,14 @@ def test_split_workspace_counters_are_restored(kp):
     _, logits = to_device(batch)
     kv = torch.from_numpy(batch.kv_lens).cuda()
     for _ in range(3):
-        out, _, _, route = kp.launch("decode", logits, kv, None, 1024)
+        out, val, _, route = kp.launch("decode", logits, kv, None, 1024, values=True)
         torch.cuda.synchronize()
-        assert route.parts > 1
+        assert route.parts > 1 and not route.config.cluster
         words = route.workspace_words // batch.rows
         headers = kp.workspace[: route.workspace_words].view(torch.int32).view(batch.rows, words)
         assert int(headers[:, :WS_HEADER_WORDS].abs().sum()) == 0  # counter and pad words
         assert int(headers[:, WS_HEADER_WORDS:].abs().sum()) != 0  # the slab was used
-        check(batch, out)
+        check(batch, out, val)
 
 
 @pytest.mark.parametrize("rows", [4, 32, "x8"])
