@@ -4,12 +4,14 @@ float32 rows, for every K and n of the decode grid (results:
 ``benchmarks/results/h200/ncu_b1.log``)::
 
     ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum \\
-        --csv python3 tools/ncu_b1.py > ncu_b1.csv
-    python3 tools/ncu_b1.py --report ncu_b1.csv
+        --csv python3 tools/ncu_b1.py --reps 5 > ncu_b1.csv
+    python3 tools/ncu_b1.py --report ncu_b1.csv --reps 5
 
 Both providers are called (and, for GVR, compiled) before the profiled range; inside it
-each makes one call per cell, in the order printed by ``--plan``; every kernel the call
-launches is summed (gvr_2's cluster family launches one kernel, GVR one).
+each makes ``--reps`` calls per cell (one round over every cell and provider, then the
+next round), ncu flushing the caches before each kernel; every kernel a call launches is
+summed (gvr_2's cluster family launches one kernel, GVR one), and the report gives the
+median call of each cell and provider beside the range of the others.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import statistics
 
 NS = (4096, 16384, 65536, 131072, 262144)
 KS = (512, 1024, 2048)
@@ -54,7 +57,7 @@ def checked_pair(x, kv, k: int):
     return a, b
 
 
-def run() -> None:
+def run(reps: int) -> None:
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(1)
@@ -66,15 +69,16 @@ def run() -> None:
         calls += [(f"gvr n={n} k={k}", a), (f"gvr2 n={n} k={k}", b)]
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
-    for _name, f in calls:
-        torch.cuda._sleep(100)  # the delimiter between two calls' kernels
-        f()
-        torch.cuda.synchronize()
+    for _ in range(reps):
+        for _name, f in calls:
+            torch.cuda._sleep(100)  # the delimiter between two calls' kernels
+            f()
+            torch.cuda.synchronize()
     torch.cuda._sleep(100)
     torch.cuda.profiler.stop()
 
 
-def report(path: str) -> None:
+def report(path: str, reps: int) -> None:
     text = open(path).read()
     rows = list(csv.DictReader(io.StringIO(text[text.index('"ID"') :])))
     rows = [r for r in rows if r["Metric Name"] == "gpu__time_duration.sum"]
@@ -90,15 +94,24 @@ def report(path: str) -> None:
         elif cur is not None:
             us = float(r["Metric Value"].replace(",", "")) * scale[r["Metric Unit"]]
             cur.append((_short(r["Kernel Name"]), us))
-    assert len(groups) == len(names), (len(groups), len(names))
-    print("ncu gpu__time_duration (us), b = 1, every kernel of one call summed")
+    assert len(groups) == reps * len(names), (len(groups), reps, len(names))
+    width = len(names)
+    sums = [[sum(d for _, d in groups[r * width + i]) for r in range(reps)] for i in range(width)]
+    print(
+        f"ncu gpu__time_duration (us), b = 1, every kernel of one call summed; median of {reps}"
+        " calls a cell [min-max]"
+    )
     for i in range(0, len(names), 2):
-        g = sum(d for _, d in groups[i])
-        u = sum(d for _, d in groups[i + 1])
+        g = statistics.median(sums[i])
+        u = statistics.median(sums[i + 1])
         kinds = (
             " + ".join(k for k, _ in groups[i]) + " | " + " + ".join(k for k, _ in groups[i + 1])
         )
-        print(f"{names[i][4:]:>16}: GVR {g:6.2f}  gvr_2 {u:6.2f}  ratio {g / u:4.2f}  [{kinds}]")
+        print(
+            f"{names[i][4:]:>16}: GVR {g:6.2f} [{min(sums[i]):5.2f}-{max(sums[i]):5.2f}]  "
+            f"gvr_2 {u:6.2f} [{min(sums[i + 1]):5.2f}-{max(sums[i + 1]):5.2f}]  "
+            f"ratio {g / u:4.2f}  [{kinds}]"
+        )
 
 
 def _short(name: str) -> str:
@@ -113,5 +126,6 @@ def _short(name: str) -> str:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--report", default=None)
+    ap.add_argument("--reps", type=int, default=1, help="calls a cell and provider")
     args = ap.parse_args()
-    report(args.report) if args.report else run()
+    report(args.report, args.reps) if args.report else run(args.reps)

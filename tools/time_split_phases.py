@@ -47,12 +47,18 @@ def phases(stamps: np.ndarray, grid: int, parts: int) -> dict[str, float] | None
     ref = int(row[c, 0])
     t0 = ref + min(((int(e) - ref + WRAP // 2) % WRAP) - WRAP // 2 for e in row[:, 0])
     out = {"entry": float((int(row[c, 0]) - t0) % WRAP)}
-    prev = int(row[c, 0])
-    for i, name in enumerate(STAMPS[1:], start=1):
-        if row[c, i] == 0:
-            continue
-        out[name] = float((int(row[c, i]) - prev) % WRAP)
-        prev = int(row[c, i])
+    # Boundaries in the order this CTA stamped them (the finishing CTA stamps the linear
+    # selection's ``hist`` and ``cross`` after its ``gather``).
+    start = int(row[c, 0])
+    marks = sorted(
+        ((int(row[c, i]) - start) % WRAP, name)
+        for i, name in enumerate(STAMPS[1:], start=1)
+        if row[c, i] != 0
+    )
+    prev = start
+    for offset, name in marks:
+        out[name] = float((start + offset - prev) % WRAP)
+        prev = start + offset
     arrive = STAMPS.index("arrive")
     others = [(int(row[o, arrive]) - t0) % WRAP for o in range(parts) if o != c and row[o, arrive]]
     if others:

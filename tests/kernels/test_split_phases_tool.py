@@ -45,6 +45,17 @@ def test_phases_of_the_finishing_cta():
     ph = phases(unbinned, grid=3, parts=2)
     assert "hist" not in ph and "cross" not in ph
     assert ph["gather"] == 30 + 40 + 500 and ph["total"] == 300 + sum(steps)
+    # the finishing CTA of a workspace split stamps its linear selection's hist and cross
+    # after its gather: the phases follow the stamps' times, not their words' order
+    late = st.copy()
+    t_gather = int(late[1, STAMPS.index("arrive")]) + 30
+    late[1, STAMPS.index("gather")] = t_gather
+    late[1, STAMPS.index("hist")] = t_gather + 40
+    late[1, STAMPS.index("cross")] = t_gather + 40 + 500
+    ph = phases(late, grid=3, parts=2)
+    assert [s for s in ph if s in STAMPS][-4:] == ["gather", "hist", "cross", "finish"]
+    assert (ph["gather"], ph["hist"], ph["cross"], ph["finish"]) == (30, 40, 500, 900)
+    assert ph["total"] == 300 + sum(steps)
     # no finishing CTA (or two): no reading
     assert phases(st[[0, 0]], grid=2, parts=2) is None
     assert phases(st[[1, 1]], grid=2, parts=2) is None
