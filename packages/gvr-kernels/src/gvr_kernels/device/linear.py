@@ -50,6 +50,7 @@ from .keys import format_of, order_key
 from .layout import Ctl, EmitArgs, Source
 from .ops import umin
 from .select import select_and_emit, write_slot
+from .shared import stamp_phase
 
 __all__ = ["LINEAR_BINS", "CROSS_MAX", "SAMPLE_WORDS", "select_staged"]
 
@@ -74,21 +75,26 @@ def serves(cfg) -> bool:
 @cute.jit
 def select_staged(
     cfg: cutlass.Constexpr, sh, win, out, values, row: Int32, k: Int32, lo: Uint32, hi: Uint32,
-    count: Int32,
+    count: Int32, paths, stamps: cutlass.Constexpr,
 ):  # fmt: skip
     """Select the top ``k`` of the ``count`` staged survivors (``k <= count <= capacity``,
     their keys in ``[lo, hi]``) and write all ``k`` slots of output row ``row``: by the linear
     level where it serves (module docstring), else by :func:`~.select.select_and_emit`. Every
-    thread calls it; ends with a CTA barrier."""
+    thread calls it; ends with a CTA barrier. A ``stamp_phases`` build stamps the boundaries
+    ``"hist"`` (the histogram counted) and ``"cross"`` (the crossing bin found) of the
+    family's phase names ``stamps`` into ``paths`` (:func:`~.shared.stamp_phase`)."""
     done = Boolean(False)
     if const_expr(serves(cfg)):
-        done = _linear(cfg, sh, win, out, values, row, k, lo, hi, count)
+        done = _linear(cfg, sh, win, out, values, row, k, lo, hi, count, paths, stamps)
     if not done:
         select_and_emit(cfg, sh, win, Source.STAGE, out, values, row, k, lo, hi, count)
 
 
 @cute.jit
-def _linear(cfg: cutlass.Constexpr, sh, win, out, values, row, k, lo, hi, count) -> Boolean:
+def _linear(
+    cfg: cutlass.Constexpr, sh, win, out, values, row, k, lo, hi, count, paths,
+    stamps: cutlass.Constexpr,
+) -> Boolean:  # fmt: skip
     tid, _, _ = cute.arch.thread_idx()
     threads = cfg.threads
     words = cute.recast_ptr(sh.sample.iterator, dtype=Int32)
@@ -116,7 +122,9 @@ def _linear(cfg: cutlass.Constexpr, sh, win, out, values, row, k, lo, hi, count)
         for i in cutlass.range(tid, count, threads):
             cute.arch.atomic_add(words + bracket_bin(sh.stage_bits[i], scale, bias), Int32(1))
         cute.arch.barrier()
+        stamp_phase(cfg, paths, stamps, "hist")
         cb, above, m = find_crossing_cta(hist, wsum, sh.ctl, LINEAR_BINS, threads, k)
+        stamp_phase(cfg, paths, stamps, "cross")
         need = k - above
         whole = m == need
         if whole | (m <= CROSS_MAX):

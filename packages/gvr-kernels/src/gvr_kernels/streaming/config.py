@@ -74,8 +74,10 @@ SKIP_MASK_WORDS = MASK_BLOCKS // 32
 #: (``cluster``) stamps ``reserve`` (its survivor bins counted), ``publish`` (the counts
 #: summed across the cluster: the first cluster barrier), ``cross`` (on a row that meets on
 #: its survivor bins: their crossing bin found) and ``gather`` (the second cluster barrier
-#: and the leader's move), and no ``arrive`` or ``hist``; no launch stamps ``hist`` now (the
-#: word stays, so stamp records keep their layout).
+#: and the leader's move), and no ``arrive``. The CTA that selects among its staged survivors
+#: by the linear level (``device.linear``) stamps ``hist`` (their histogram counted) and
+#: ``cross`` (its crossing bin found) after its ``gather``: a reader orders the boundaries by
+#: their times.
 STAMPS = (
     "entry",
     "window",

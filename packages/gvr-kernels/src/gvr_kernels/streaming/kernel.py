@@ -587,7 +587,9 @@ class StreamingTopK:
                     )
                 else:
                     max_key = Uint32(sh.ctl[Ctl.MAXKEY])
-                    select_staged(cfg, sh, win, out, values, row, k, lo_sel, max_key, count)
+                    select_staged(
+                        cfg, sh, win, out, values, row, k, lo_sel, max_key, count, paths, STAMPS
+                    )
             self._record(paths, row, code | skipped, parts)
             self._stamp(paths, "finish")
 
