@@ -1,8 +1,8 @@
 """The device loop both phase tools share (``time_split_phases.py``, ``time_register_phases.py``):
 per cell, route a decode call, compile the routed configuration as routed and with
-``stamp_phases``, read the stamps of ``reps`` cold-L2 launches, check the stamped answer
-against ``torch.topk``, time the routed kernel (CUDA events, median of 40) and print the
-medians of the phases in microseconds."""
+``stamp_phases``, read the stamps of ``reps`` cold-L2 launches (``--warm-l2``: the L2 left
+warm), check the stamped answer against ``torch.topk``, time the routed kernel (CUDA events,
+median of 40) and print the medians of the phases in microseconds."""
 
 from __future__ import annotations
 
@@ -58,6 +58,12 @@ def cell_args(default_ns: str, extra: Callable | None = None) -> argparse.Namesp
         "instead of --ns / --batches of gaussian rows",
     )  # fmt: skip
     ap.add_argument("--row", type=int, default=0, help="the row whose phases are read")
+    ap.add_argument(
+        "--warm-l2", action="store_true",
+        help="no L2 flush before a launch: the row, the workspace and the kernel's code stay "
+        "in L2 from the launch before (a phase that reads neither the row nor new code "
+        "should not change; one that fetches cold code or rows does)",
+    )  # fmt: skip
     if extra is not None:
         extra(ap)
     return ap.parse_args()
@@ -87,6 +93,8 @@ def time_phases(
 
     spec = spec_from_properties(torch.cuda.get_device_properties(0))
     flush = timing_setup()
+    if getattr(args, "warm_l2", False):
+        flush = torch.empty(1, device="cuda")  # (zeroing it flushes nothing)
     dummy_i = torch.zeros(1, dtype=torch.int32, device="cuda")
     fns = {}
     given = None
