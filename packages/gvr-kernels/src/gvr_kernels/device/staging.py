@@ -7,33 +7,26 @@ import cutlass.cute as cute
 from cutlass import Int32, Uint32
 
 from . import warp
-from .keys import F32, order_key
 from .layout import Ctl
-from .ops import umax
 
 __all__ = ["stage_selected", "selection_masks", "warp_slots", "packed_warp_slots"]
 
 
 @cute.jit
-def stage_selected(
-    capacity: cutlass.Constexpr,
-    sh,
-    elems,
-    keys_given: cutlass.Constexpr = False,
-    fmt: cutlass.Constexpr = F32,
-    track_max: cutlass.Constexpr = True,
-):
+def stage_selected(capacity: cutlass.Constexpr, sh, elems):
     """Stage a per-thread list of ``(value, pos, selected)`` into ``sh.stage_bits`` /
-    ``sh.stage_idx``, counting them in ``ctl[Ctl.CNT]`` and (``track_max``) their largest key
-    in ``ctl[Ctl.MAXKEY]``.
+    ``sh.stage_idx``, counting them in ``ctl[Ctl.CNT]``.
 
-    ``value`` is a score's raw bits (format ``fmt``), or its order key when ``keys_given``;
-    it may be a trace-time function that computes it, called only for a selected candidate
-    (so the value need not stay live from the test to the write). Slots come from one
-    shared atomic per warp; every candidate is counted, but a lane whose run of slots would
-    end past ``capacity`` writes none of it (one test per lane, not per candidate): the count
-    then exceeds the capacity, and an overflowing staging is never read (the callers' overflow
-    paths select from the row or the registers instead).
+    ``value`` is the word staged (a score's raw bits, or its order key); it may be a
+    trace-time function that computes it, called only for a selected candidate (so the value
+    need not stay live from the test to the write). Slots come from one shared atomic per
+    warp; every candidate is counted, but a lane whose run of slots would end past
+    ``capacity`` writes none of it (one test per lane, not per candidate): the count then
+    exceeds the capacity, and an overflowing staging is never read (the callers' overflow
+    paths select from the row or the registers instead). No running maximum is kept: no
+    caller reads one (the streaming family takes the largest staged key from one read of the
+    staging after its pass; the register family selects between the row's ends it reduced
+    before staging).
     """
     masks, cnt, anyone = selection_masks([e[2] for e in elems])
     if cute.arch.vote_any_sync(anyone != Uint32(0)):
@@ -41,21 +34,12 @@ def stage_selected(
         fits = slot + cnt <= capacity
         for w in cutlass.range_constexpr(len(masks)):
             masks[w] = Uint32(cutlass.select_(fits, masks[w], Uint32(0)))
-        top = Uint32(0)
         for i in cutlass.range_constexpr(len(elems)):
             value, pos, _sel = elems[i]
             if (masks[i // 32] & Uint32(1 << (i % 32))) != Uint32(0):
-                v = _materialize(value)
-                sh.stage_bits[slot] = v
+                sh.stage_bits[slot] = _materialize(value)
                 sh.stage_idx[slot] = pos
                 slot = slot + 1
-                if cutlass.const_expr(track_max):
-                    key = v if cutlass.const_expr(keys_given) else order_key(v, fmt)
-                    top = umax(top, key)
-        if cutlass.const_expr(track_max):
-            if cnt > 0:
-                max_ptr = cute.recast_ptr(sh.ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
-                cute.arch.atomic_max(max_ptr, top)
 
 
 def _materialize(value):

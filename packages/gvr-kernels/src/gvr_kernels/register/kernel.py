@@ -491,7 +491,6 @@ class RegisterTopK:
                 cfg.capacity,
                 sh,
                 [(keys[i], regs.pos(i, cfg), keys[i] >= lo) for i in range(len(keys))],
-                keys_given=True,
             )
             if crowded:
                 mine = Int32(0)
@@ -532,7 +531,6 @@ class RegisterTopK:
                 cfg.capacity,
                 sh,
                 [(keys[i], regs.pos(i, cfg), keys[i] >= Uint32(1)) for i in range(len(keys))],
-                keys_given=True,
             )
             cute.arch.barrier()
             count = sh.ctl[Ctl.CNT]

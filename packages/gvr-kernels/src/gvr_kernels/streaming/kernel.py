@@ -675,7 +675,7 @@ class StreamingTopK:
                 ok = t < n
                 bits = load_score(base + (lead + cutlass.select_(ok, t, Int32(0))), fmt)
                 sel = ok & survives(top_aligned(bits, fmt), raw_thr, fmt)
-                stage_selected(cfg.capacity, sh, [(bits, t, sel)], False, fmt, track_max=False)
+                stage_selected(cfg.capacity, sh, [(bits, t, sel)])
         v_first = v_begin
         if const_expr(cfg.mode == "prefill"):
             # Vector 0 straddles a misaligned window start (lead > 0): its lanes inside the
@@ -687,9 +687,7 @@ class StreamingTopK:
                     at = base + (lead + cutlass.select_(ok, lane, Int32(0)))
                     bits = load_score(at, fmt)
                     sel = ok & survives(top_aligned(bits, fmt), raw_thr, fmt)
-                    stage_selected(
-                        cfg.capacity, sh, [(bits, lane, sel)], False, fmt, track_max=False
-                    )
+                    stage_selected(cfg.capacity, sh, [(bits, lane, sel)])
                 v_first = Int32(1)
         ahead = cfg.prefetch * tile
         if const_expr(cfg.prefetch > 0 and not asked):
@@ -856,7 +854,7 @@ class StreamingTopK:
                 else:
                     value = regs[u][q]
                 elems.append((value, vs[u] * fmt.vec + q - lead, sel))
-        stage_selected(cfg.capacity, sh, elems, False, fmt, track_max=False)
+        stage_selected(cfg.capacity, sh, elems)
 
     @cute.jit
     def _staged_max(self, sh, count: Int32):
