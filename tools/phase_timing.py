@@ -80,8 +80,8 @@ def time_phases(
     """Run every cell of ``args``. ``skip(route)``: why the route is not one the tool reads
     (None to read it); ``read(stamps, route, row)``: the phases (ns) of row ``row``
     (``args.row``) in one launch's stamps (int64 ``[grid, STAMP_WORDS]``), or None;
-    ``names``: the phases printed, in order; ``families``: the families the router may pick
-    (``route_static``'s argument; None: all);
+    ``names``: the phases printed (in the order ``read`` returns them); ``families``: the
+    families the router may pick (``route_static``'s argument; None: all);
     ``route_of(spec, rows, n, k)``: the route of a cell instead of the router's."""
     import torch
     from device_streaming import timeit, timing_setup
@@ -93,7 +93,8 @@ def time_phases(
 
     spec = spec_from_properties(torch.cuda.get_device_properties(0))
     flush = timing_setup()
-    if getattr(args, "warm_l2", False):
+    warm = getattr(args, "warm_l2", False)
+    if warm:
         flush = torch.empty(1, device="cuda")  # (zeroing it flushes nothing)
     dummy_i = torch.zeros(1, dtype=torch.int32, device="cuda")
     fns = {}
@@ -155,10 +156,10 @@ def time_phases(
         plain = base._replace(paths=dummy_i)
         # (with the L2 left warm the loop's zeroing is too short to hide the host's launch
         # time, which the events would then include: no event time)
-        warm = getattr(args, "warm_l2", False)
         t_ev = float("nan") if warm else timeit(lambda a=plain: fns[cfg](*a), flush, 40)
-        med = {m: np.median([r[m] for r in runs if m in r]) / 1000 for m in names
-               if any(m in r for r in runs)}  # fmt: skip
+        # in the order the readings give them (a reader may order a CTA's boundaries by time)
+        seen = list(dict.fromkeys(m for r in runs for m in r))
+        med = {m: np.median([r[m] for r in runs if m in r]) / 1000 for m in seen if m in names}
         shown = "  ".join(f"{m} {v:.2f}" for m, v in med.items())
         parts = f" p{route.parts}" if route.parts > 1 else ""
         what = f" row {args.row} of {args.rows_from}" if given is not None else ""
