@@ -129,8 +129,9 @@ class FakeKernel:
             assert ws.numel() >= n_slots * wpr
             slots = ws[: n_slots * wpr].view(torch.int32).view(n_slots, wpr)
             assert not slots[:, :WS_HEADER_WORDS].any(), "split headers must be zero on entry"
-            # Like the kernel, leave survivor data behind in the slabs (headers stay zero).
-            slots[:, WS_HEADER_WORDS:] = 12345
+            # (a position word with its sign bit set: a slab entry's valid bit)
+            valid = slots[:, WS_HEADER_WORDS + 1 :: 2] < 0
+            assert not valid.any(), "split slab valid bits must be clear on entry"
         bm = a.block_max
         assert bm.dtype == torch.float32 and bm.dim() == 2
         if getattr(cfg, "block_skip", False):

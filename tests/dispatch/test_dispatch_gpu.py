@@ -82,15 +82,17 @@ def _assert_descending(batch, o):
 
 
 def headers_zero(ws):
-    """Whether the header words of every row slot of a split workspace are zero (the kernel's
-    contract: it restores them; the slabs may keep survivor data)."""
+    """Whether every row slot of a split workspace is clean, as the kernel leaves it: its
+    header words zero and no slab entry with its valid bit (the sign bit of a position word)."""
     import gvr_dispatch
     from gvr_kernels.routing import route_static
-    from gvr_kernels.streaming.config import WS_HEADER_WORDS
+    from gvr_kernels.streaming.config import SLAB_VALID, WS_HEADER_WORDS
 
+    assert SLAB_VALID == 1 << 31
     wpr = route_static(gvr_dispatch.device_spec(), rows=1, n_env=1 << 20, k=512).workspace_words
     slots = ws[: ws.numel() // wpr * wpr].view(torch.int32).view(-1, wpr)
-    return not slots[:, :WS_HEADER_WORDS].any().item()
+    valid = (slots[:, WS_HEADER_WORDS + 1 :: 2] < 0).any().item()
+    return not slots[:, :WS_HEADER_WORDS].any().item() and not valid
 
 
 def pitch(width, extra=0):

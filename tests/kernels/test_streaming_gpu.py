@@ -539,24 +539,30 @@ def test_ragged_split_families(kp, family):
 
 def test_split_workspace_counters_are_restored(kp):
     """The last CTA of each workspace split row restores the row's counter (arrivals, slab
-    fill) to zero, so the next launch or graph replay finds it clean; the slab itself is
-    scratch. (With values: without them 4 rows route to a cluster split, no workspace.)"""
-    from gvr_kernels.streaming.config import WS_HEADER_WORDS
+    fill) to zero and clears every slab entry written in the launch (its valid bit with it),
+    so the next launch or graph replay finds the slot clean: launches on one workspace whose
+    rows change (full, then ragged lengths, then full rows of other scores) are each exact,
+    and after each the whole slot is zero. (With values:
+    without them 4 rows route to a cluster split, no workspace.)"""
+    from gvr_kernels.streaming.config import SLAB_VALID, WS_HEADER_WORDS
 
     kp.workspace.fill_(0)
-    batch = make_decode_batch(
-        rng(8), batch=4, k=1024, width=200000, row_stride=200000, family="gaussian", lengths="full"
-    )
-    _, logits = to_device(batch)
-    kv = torch.from_numpy(batch.kv_lens).cuda()
-    for _ in range(3):
+    for seed, lengths in ((8, "full"), (9, "ragged"), (10, "full")):
+        batch = make_decode_batch(
+            rng(seed), batch=4, k=1024, width=200000, row_stride=200000, family="gaussian",
+            lengths=lengths,
+        )  # fmt: skip
+        _, logits = to_device(batch)
+        kv = torch.from_numpy(batch.kv_lens).cuda()
         out, val, _, route = kp.launch("decode", logits, kv, None, 1024, values=True)
         torch.cuda.synchronize()
         assert route.parts > 1 and not route.config.cluster
         words = route.workspace_words // batch.rows
-        headers = kp.workspace[: route.workspace_words].view(torch.int32).view(batch.rows, words)
-        assert int(headers[:, :WS_HEADER_WORDS].abs().sum()) == 0  # counter and pad words
-        assert int(headers[:, WS_HEADER_WORDS:].abs().sum()) != 0  # the slab was used
+        slots = kp.workspace[: route.workspace_words].view(torch.int32).view(batch.rows, words)
+        assert int(slots[:, :WS_HEADER_WORDS].abs().sum()) == 0  # counter and pad words
+        # Every entry written was read and cleared whole (score bits and position word).
+        assert SLAB_VALID == 1 << 31
+        assert int(slots[:, WS_HEADER_WORDS:].abs().sum()) == 0
         check(batch, out, val)
 
 
@@ -687,8 +693,9 @@ def test_cluster_split_exact(kp, case):
 
 def test_phase_stamps_of_a_split_row(kp):
     """A ``stamp_phases`` split launch (``tools/time_split_phases.py``) answers exactly; every
-    CTA stamps its phases in time order up to its arrival, and exactly one CTA a row gathers
-    and finishes it."""
+    CTA stamps its phases in time order up to its arrival (a workspace split stamps no
+    ``reserve``: one atomic reserves and arrives), and exactly one CTA a row publishes,
+    gathers and finishes it."""
     from dataclasses import replace
 
     from gvr_kernels.abi import KernelArgs
@@ -713,14 +720,14 @@ def test_phase_stamps_of_a_split_row(kp):
     torch.cuda.synchronize()
     check(batch, out)
     st = stamps.view(2, route.parts, STAMP_WORDS).cpu().numpy().astype(np.int64)
-    upto = STAMPS.index("arrive") + 1
-    fin, gather = STAMPS.index("finish"), STAMPS.index("gather")
+    upto = [STAMPS.index(p) for p in ("entry", "window", "sample", "rung", "stream", "arrive")]
+    fin, gather, publish = (STAMPS.index(p) for p in ("finish", "gather", "publish"))
     for row in st:
-        assert (row[:, :upto] != 0).all()
-        assert ((np.diff(row[:, :upto], axis=1) % (1 << 31)) < 10**8).all()  # under 0.1 s
+        assert (row[:, upto] != 0).all() and (row[:, STAMPS.index("reserve")] == 0).all()
+        assert ((np.diff(row[:, upto], axis=1) % (1 << 31)) < 10**8).all()  # under 0.1 s
         done = np.flatnonzero(row[:, fin])
-        assert len(done) == 1 and row[done[0], gather] != 0
-        assert (row[:, gather] != 0).sum() == 1
+        assert len(done) == 1 and row[done[0], gather] != 0 and row[done[0], publish] != 0
+        assert (row[:, gather] != 0).sum() == 1 and (row[:, publish] != 0).sum() == 1
 
 
 def test_zz_rows_checked():

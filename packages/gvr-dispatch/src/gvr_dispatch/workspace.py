@@ -1,11 +1,11 @@
 """The split-row workspace: zeroed global memory where the CTAs of a split row meet.
 
 A split launch (several CTAs per row, few long rows) stages each row's survivors in a slab of
-a uint32 workspace and counts them, their histogram and the arriving CTAs in the slab's header
-words; the last CTA of a row gathers the slab, selects, and restores the header words to zero
-(the slab itself needs no clearing: the header says how much of it is valid). So a workspace
-only has to be zeroed once, when allocated, and stays usable between launches, eager or
-replayed from a CUDA graph.
+a uint32 workspace and counts them and the arriving CTAs in the slab's header words; each slab
+entry carries a valid bit. The last CTA of a row gathers the slab, clearing each entry's valid
+bit as it reads it, selects, and restores the header words to zero. So a workspace only has to
+be zeroed once, when allocated, and stays usable between launches, eager or replayed from a
+CUDA graph.
 
 Two launches that may run at the same time must not share a workspace. The dispatcher keeps one
 per (device, stream) for eager calls and one per device for launches captured into CUDA graphs

@@ -3,14 +3,15 @@
 The streaming pass reads each score once with 16-byte read-only loads that do not allocate in
 L1 (``ld.global.nc.L1::no_allocate.v4``); spelling the instruction in PTX keeps the load shape
 fixed across DSL versions (a compiler rewrite of 128-bit loads into 64-bit pairs once cost
-spills upstream). Workspace traffic between CTAs uses L2-coherent ``.cg`` loads.
+spills upstream). Workspace traffic between CTAs uses 64-bit relaxed GPU-scope loads and
+stores (:func:`store_entry`, :func:`load_entry`).
 """
 
 from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32, Int64, Uint32, const_expr
+from cutlass import Int32, Int64, Uint32, Uint64, const_expr
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
@@ -95,11 +96,20 @@ def load_scalar(ptr: cute.Pointer) -> Uint32:
 
 
 @cute.jit
-def load_coherent(ptr: cute.Pointer) -> Uint32:
-    """One uint32 from global memory through L2 (``.cg``), for data other CTAs wrote."""
+def store_entry(ptr: cute.Pointer, value: Uint64):
+    """One 64-bit word (8-byte aligned) to global memory, relaxed at GPU scope: a scalar
+    access, so a reader at GPU scope sees all of it or none of it (PTX ISA, memory
+    consistency model: single-copy atomicity of naturally aligned scalar accesses)."""
+    cute.arch.inline_ptx("st.relaxed.gpu.global.b64 [{$r0}], {$r1};", read_only_args=[ptr, value])
+
+
+@cute.jit
+def load_entry(ptr: cute.Pointer) -> Uint64:
+    """One 64-bit word (8-byte aligned) from global memory, relaxed at GPU scope (sees the
+    whole of a :func:`store_entry` or none of it)."""
     return cute.arch.inline_ptx(
-        "ld.global.cg.u32 {$w0}, [{$r0}];",
-        write_only_types=[Uint32],
+        "ld.relaxed.gpu.global.b64 {$w0}, [{$r0}];",
+        write_only_types=[Uint64],
         read_only_args=[ptr],
     )
 

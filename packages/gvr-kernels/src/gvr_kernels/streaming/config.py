@@ -30,6 +30,7 @@ __all__ = [
     "CLUSTER_SIZES",
     "WS_HEADER_WORDS",
     "WS_SLAB_ENTRIES",
+    "SLAB_VALID",
     "SMEM_ALIGN",
     "SKIP_MASK_WORDS",
     "STAMPS",
@@ -53,13 +54,19 @@ CLUSTER_SIZES = (2, 4, 8, 16)
 #: Per-row words of the split workspace before the survivor slab, zero on entry and zero
 #: again on exit: one 64-bit counter (the survivors reserved in its low half, the arriving
 #: CTAs in its high half) and two pad words (the workspace is 16-byte aligned, so each row's
-#: counter is 8-byte aligned and its slab 16-byte aligned). The slab after them is scratch.
+#: counter is 8-byte aligned and its slab 16-byte aligned). The slab entries follow.
 WS_HEADER_WORDS = 4
 #: Survivor entries a row slot's slab has room for in every split configuration, whatever its
 #: staging capacity (at most this): the slots of launches of different capacities (the 1024-
 #: and 512-thread split cores, or a staging halved on a small part) that share one workspace
-#: then start at the same words, so no slot's header lies in another launch's slab.
+#: then start at the same words, so no slot's header lies in another launch's slab. An entry
+#: is two words, one 64-bit store: the score's bits, then its position with
+#: :data:`SLAB_VALID` set; every entry's valid bit is clear between launches (the workspace is
+#: zeroed when allocated, and a row's last CTA clears each entry written in its launch once it
+#: has read it), so the same words mean the same in every configuration.
 WS_SLAB_ENTRIES = 16384
+#: Valid bit of a slab entry's position word (positions are below ``2**31``).
+SLAB_VALID = 1 << 31
 #: Byte alignment of every shared-memory array (16-byte vector access).
 SMEM_ALIGN = 16
 #: Words of a block-skip CTA's live-block mask: one bit per block of ``BLOCK`` columns, so a
@@ -68,9 +75,10 @@ SMEM_ALIGN = 16
 SKIP_MASK_WORDS = MASK_BLOCKS // 32
 #: The phase boundaries a ``stamp_phases`` kernel stamps, in the order of their words: kernel
 #: entry; the row window read and the control words zeroed; the sample read; the first rung;
-#: the streaming pass; then, on a workspace split row, the slab range reserved, the survivors
-#: written and fenced, the arrival counted, and the slab gathered by the last CTA; and the
-#: row finished (selection and emission) by the CTA that finishes it. A cluster split
+#: the streaming pass; then, on a workspace split row, the arrival (the one atomic that
+#: reserves the CTA's slab range and counts it), and on the last CTA only its own survivors
+#: written (``publish``) and the slab gathered; and the row finished (selection and emission)
+#: by the CTA that finishes it (a workspace split stamps no ``reserve``). A cluster split
 #: (``cluster``) stamps ``reserve`` (its survivor bins counted), ``publish`` (the counts
 #: summed across the cluster: the first cluster barrier), ``cross`` (on a row that meets on
 #: its survivor bins: their crossing bin found) and ``gather`` (the second cluster barrier

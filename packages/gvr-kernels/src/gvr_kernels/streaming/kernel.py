@@ -33,11 +33,13 @@ With ``split``, a row is cut into ``parts`` contiguous chunks, one CTA each (``r
 launch's CTAs go to the rows by their lengths, in-kernel, ``gvr_reference.ragged``). Every CTA
 computes the same sample and rung, streams its chunk, and appends its survivors to the row's
 slab in a global workspace; one 64-bit counter a row holds the survivors reserved (low half)
-and the arrivals (high half, release/acquire), so the last CTA to arrive reads the row's total
-with its arrival, selects for the whole row and stores the counter back to zero, and the next
-launch (or graph replay) finds it clean (the slab is scratch: only its first ``total``
-entries, written in this launch, are read). No CTA ever waits for another, so no co-residency
-is assumed.
+and the arrivals (high half), and one atomic a CTA reserves its entries and arrives, so the
+last CTA to arrive reads the row's total with its arrival, selects for the whole row and
+stores the counter back to zero. No CTA fences: each slab entry is one 64-bit word with a
+valid bit, which the last CTA waits for on the entries reserved in this launch and clears
+once read, so the next launch (or graph replay) finds the header zero and every valid bit
+clear. Only the last CTA of a row waits, and only for entries whose writers have already
+arrived, so no co-residency is assumed.
 
 With ``cluster`` (a cluster split), a row's CTAs form one thread-block cluster and meet
 through distributed shared memory instead (:meth:`StreamingTopK._cluster_meet`): the counts and
@@ -82,7 +84,14 @@ from ..device.keys import (
 )
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, Source, Window
 from ..device.linear import select_staged
-from ..device.memory import l2_policy, load_coherent, load_scalar, load_score, load_vec4_if
+from ..device.memory import (
+    l2_policy,
+    load_entry,
+    load_scalar,
+    load_score,
+    load_vec4_if,
+    store_entry,
+)
 from ..device.ops import DEVICE_OPS
 from ..device.rung import sample_rung
 from ..device.sampling import load_sample
@@ -102,6 +111,7 @@ from .config import (
     CTL_WORDS,
     HIST_BINS,
     SKIP_MASK_WORDS,
+    SLAB_VALID,
     SMEM_ALIGN,
     STAMPS,
     WS_HEADER_WORDS,
@@ -148,8 +158,9 @@ class StreamingTopK:
       ``-1``.
     - ``workspace``: uint32, at least ``rows * workspace_words_per_row`` words when ``split``
       (``ragged``: ``min(rows, parts)`` row slots; else unused); each slot's
-      ``WS_HEADER_WORDS`` header words (the counter and two pad words) must be zero on entry
-      and are zero again on exit.
+      ``WS_HEADER_WORDS`` header words (the counter and two pad words) must be zero on entry,
+      and every slab entry's valid bit (:data:`~.config.SLAB_VALID`) clear; both hold again
+      on exit (a zeroed workspace stays usable).
     - ``paths``: int32 ``(rows,)`` path codes when ``record_paths`` (else unused).
     - ``k``, ``next_n``, ``cr_shift`` (``log2(compress_ratio)``), ``parts`` (CTAs per row; 1
       unless ``split``; ``ragged``: the launch's CTAs beyond one per row, shared out by length,
@@ -882,6 +893,16 @@ class StreamingTopK:
         entries, the largest key in ``ctl[Ctl.MAXKEY]``) and selects among them
         (:func:`~gvr_kernels.device.linear.select_staged`).
 
+        One atomic a CTA both reserves its entries and arrives: the header's low half counts
+        the survivors reserved, its high half the CTAs, so the CTA that finds every other one
+        there finishes the row, with the row's total. A slab entry is one 64-bit word, the
+        score's bits and its position with :data:`SLAB_VALID` set, stored and loaded whole
+        (relaxed, GPU scope); no CTA fences. The last CTA waits on each entry's valid bit
+        instead: every entry it reads was reserved, so is being written, by a CTA that has
+        already arrived (so no co-residency is assumed), and every valid bit is clear between
+        launches, since it clears each written entry once read
+        (:data:`~.config.WS_SLAB_ENTRIES`).
+
         Returns ``(total, finish)``: the row's survivor count and whether this CTA finishes
         the row.
         """
@@ -890,54 +911,64 @@ class StreamingTopK:
         tid, _, _ = cute.arch.thread_idx()
         words = cfg.workspace_words_per_row
         ws_row = workspace.iterator + Int64(slot) * Int64(words)
-        slab_bits = ws_row + WS_HEADER_WORDS
-        slab_idx = ws_row + (WS_HEADER_WORDS + cfg.capacity)
+        slab = ws_row + WS_HEADER_WORDS
         kept = cutlass.min(count, Int32(cfg.capacity))
 
         # Header words 0-1 as one 64-bit counter: the fill (survivors reserved) in the low
-        # half, the arrivals in the high half, so the arrival that finds every other CTA
-        # there also reads the row's total, and the last CTA clears both with one store.
+        # half, the arrivals in the high half; the last CTA clears both with one store (no
+        # CTA of this launch touches the header after its own arrival).
         header = cute.recast_ptr(ws_row, dtype=Uint64)
         if tid == 0:
-            before = cute.arch.atomic_add(header, Uint64(count))
-            ctl[Ctl.BCAST] = Int32(before & Uint64(0xFFFFFFFF))
+            before = cute.arch.atomic_add(header, Uint64(count) | Uint64(1 << 32))
+            fill = Int32(before & Uint64(0xFFFFFFFF))
+            last = Int32(before >> Uint64(32)) == parts - 1
+            ctl[Ctl.BCAST] = fill
+            ctl[Ctl.LAST] = cutlass.select_(last, Int32(1), Int32(0))
+            if last:
+                ctl[Ctl.TOTAL] = fill + count
+                cute.arch.store(header, Uint64(0))
         cute.arch.barrier()
-        self._stamp(paths, "reserve")
+        self._stamp(paths, "arrive")
         slab_base = ctl[Ctl.BCAST]
         for i in cutlass.range(tid, kept, cfg.threads):
             dst = slab_base + i
             if dst < cfg.capacity:
-                cute.arch.store(slab_bits + dst, sh.stage_bits[i])
-                cute.arch.store(slab_idx + dst, Uint32(sh.stage_idx[i]))
-        # Every writer fences before the barrier, so the arrival below releases all of them.
-        cute.arch.fence_acq_rel_gpu()
-        cute.arch.barrier()
-        self._stamp(paths, "publish")
-        if tid == 0:
-            seen = cute.arch.atomic_add(header, Uint64(1 << 32), sem="acq_rel", scope="gpu")
-            last = Int32(seen >> Uint64(32)) == parts - 1
-            ctl[Ctl.LAST] = cutlass.select_(last, Int32(1), Int32(0))
-            if last:
-                # Every other CTA has arrived, each after its own reservation: the low half
-                # is the row's total. No CTA of this launch touches the header again.
-                ctl[Ctl.TOTAL] = Int32(seen & Uint64(0xFFFFFFFF))
-                cute.arch.store(header, Uint64(0))
-        cute.arch.barrier()
-        self._stamp(paths, "arrive")
+                pos = Uint32(sh.stage_idx[i]) | Uint32(SLAB_VALID)
+                entry = Uint64(Uint32(sh.stage_bits[i])) | (Uint64(pos) << Uint64(32))
+                store_entry(slab + Int64(2) * Int64(dst), entry)
         finish = ctl[Ctl.LAST] == 1
         total = ctl[Ctl.TOTAL]
         if finish:
-            cute.arch.fence_acq_rel_gpu()
-            if total <= cfg.capacity:
-                top = Uint32(0)
-                for i in cutlass.range(tid, total, cfg.threads):
-                    bits = load_coherent(slab_bits + i)
-                    sh.stage_bits[i] = bits
-                    sh.stage_idx[i] = Int32(load_coherent(slab_idx + i))
-                    top = cutlass.max(top, order_key(bits, cfg.key_format))
-                if tid < total:
-                    max_ptr = cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
-                    cute.arch.atomic_max(max_ptr, top)
+            # (the staging is read above before the gather overwrites it)
+            cute.arch.barrier()
+            self._stamp(paths, "publish")
+            # Every entry written in this launch is read (and cleared); they go to the
+            # staging when the row's survivors all fit.
+            written = cutlass.min(total, Int32(cfg.capacity))
+            fits = total <= cfg.capacity
+            top = Uint32(0)
+            group = GATHER_GROUP
+            for ib in cutlass.range(tid, written, cfg.threads * group):
+                entries = []
+                for g in cutlass.range_constexpr(group):
+                    i = cutlass.min(ib + g * cfg.threads, written - 1)
+                    entries.append(load_entry(slab + Int64(2) * Int64(i)))
+                for g in cutlass.range_constexpr(group):
+                    i = ib + g * cfg.threads
+                    if i < written:
+                        entry = entries[g]
+                        while (Uint32(entry >> Uint64(32)) & Uint32(SLAB_VALID)) == Uint32(0):
+                            entry = load_entry(slab + Int64(2) * Int64(i))
+                        store_entry(slab + Int64(2) * Int64(i), Uint64(0))
+                        if fits:
+                            bits = Uint32(entry & Uint64(0xFFFFFFFF))
+                            pos = Uint32(entry >> Uint64(32)) & ~Uint32(SLAB_VALID)
+                            sh.stage_bits[i] = bits
+                            sh.stage_idx[i] = Int32(pos)
+                            top = cutlass.max(top, order_key(bits, cfg.key_format))
+            if fits & (tid < total):
+                max_ptr = cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
+                cute.arch.atomic_max(max_ptr, top)
             cute.arch.barrier()
             self._stamp(paths, "gather")
         return total, finish
