@@ -23,6 +23,7 @@ from gvr_reference.model import (
     Path,
     linear_select,
     sample_positions,
+    sample_top,
     simulate_row,
     split_bins,
 )
@@ -343,12 +344,13 @@ def test_dense_rows_match_the_model(kp, split):
     ROWS_CHECKED["n"] += b
 
 
-def _staged_selection(x, kv, k, traces):
+def _staged_selection(x, kv, k, traces, route, parts):
     """The CPU twin's linear selection (``gvr_reference.model.linear_select``) of each row
     that selects among its staged survivors (the first rung, or a retry; unsampled rows from
     key 0): a :class:`~gvr_reference.model.LinearSelect`, None (the radix levels), or
     ``"other"`` for rows that select elsewhere (rescues, ties, short rows, binned split
-    rows)."""
+    rows). A workspace split row that took its first rung is bracketed up to its sample's
+    largest key, as its finishing CTA bins the slab."""
     out = []
     for r, t in enumerate(traces):
         keys = order_key(x[r, : kv[r]])
@@ -362,7 +364,11 @@ def _staged_selection(x, kv, k, traces):
             out.append("other")
             continue
         staged = keys[keys >= lo]
-        out.append(linear_select(staged, k, lo, int(staged.max())))
+        hi = int(staged.max())
+        if t.path == Path.FIRST and parts[r] > 1 and not route.config.cluster:
+            cfg = ModelConfig(route.ladder, parts=int(parts[r]))
+            hi = sample_top(x[r, : kv[r]], k, cfg)
+        out.append(linear_select(staged, k, lo, hi))
     return out
 
 
@@ -414,7 +420,7 @@ def test_staged_selection_by_the_linear_level(kp, rows, k, values, det):
             row[g.integers(kv[r])] = -np.inf
     traces, parts = _model_paths(x, kv, k, route)
     want = np.array([int(t.path) for t in traces])
-    ways = _staged_selection(x, kv, k, traces)
+    ways = _staged_selection(x, kv, k, traces, route, parts)
     if route.config.cluster and k >= SPLIT_BINS_MIN_K:  # sampled rows meet on their bins
         ways = [
             w if t.path == Path.UNSAMPLED else "other" for w, t in zip(ways, traces, strict=True)

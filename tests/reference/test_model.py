@@ -386,14 +386,17 @@ def test_split_bins_only_for_rows_that_meet_on_them():
     assert split_bins(x, SPLIT_BINS_MIN_K - 1, cfg) is None  # below the K the bins pay from
 
 
-def _linear_topk(keys: np.ndarray, k: int, lo: int) -> np.ndarray | None:
-    """The top ``k`` positions of ``keys`` as the linear selection takes them: every key of a
-    bin above the crossing bin, then the crossing bin's keys by (key descending, position
-    ascending); None where :func:`linear_select` leaves the row to the radix levels."""
-    sel = linear_select(keys, k, lo, int(keys.max()))
+def _linear_topk(keys: np.ndarray, k: int, lo: int, hi: int | None = None) -> np.ndarray | None:
+    """The top ``k`` positions of ``keys`` as the linear selection takes them over the
+    bracket ``[lo, hi]`` (``hi`` the largest key unless given; keys above it in the top bin):
+    every key of a bin above the crossing bin, then the crossing bin's keys by (key
+    descending, position ascending); None where :func:`linear_select` leaves the row to the
+    radix levels."""
+    hi = int(keys.max()) if hi is None else hi
+    sel = linear_select(keys, k, lo, hi)
     if sel is None:
         return None
-    bins = bracket_bins(keys, bracket(sel.lo, int(keys.max()), LINEAR_BINS))
+    bins = np.minimum(bracket_bins(keys, bracket(sel.lo, hi, LINEAR_BINS)), LINEAR_BINS - 1)
     above = np.flatnonzero(bins > sel.crossing)
     cross = np.flatnonzero(bins == sel.crossing)
     cross = cross[np.lexsort((cross, -keys[cross].astype(np.int64)))]
@@ -409,11 +412,13 @@ def _linear_topk(keys: np.ndarray, k: int, lo: int) -> np.ndarray | None:
     family=st.sampled_from(["gaussian", "piled", "steps", "signed", "tiny"]),
     seed=st.integers(0, 2**31 - 1),
     from_zero=st.booleans(),
+    capped=st.booleans(),
 )
-def test_linear_select_is_the_deterministic_top_k(n, k, family, seed, from_zero):
+def test_linear_select_is_the_deterministic_top_k(n, k, family, seed, from_zero, capped):
     """The linear selection's answer (bins above the crossing bin, then the crossing bin's
     largest keys, smallest positions first) is the top ``k`` with the deterministic tie rule,
-    on every row it serves."""
+    on every row it serves; also bracketed below the largest key (``capped``: as a workspace
+    split's finishing CTA bins by its sample's largest key, the keys above in the top bin)."""
     k = min(k, n)
     g = np.random.default_rng(seed)
     x = g.standard_normal(n).astype(np.float32)
@@ -430,7 +435,10 @@ def test_linear_select_is_the_deterministic_top_k(n, k, family, seed, from_zero)
     keys = order_key(x)
     lo = 0 if from_zero else int(np.sort(keys)[::-1][k - 1])
     staged = keys[keys >= lo] if lo else keys
-    got = _linear_topk(staged, k, lo)
+    hi = None
+    if capped:  # one of the largest few percent
+        hi = int(np.sort(staged)[::-1][g.integers(0, max(staged.size // 30, 1))])
+    got = _linear_topk(staged, k, lo, hi)
     if got is None:
         return
     want = np.lexsort((np.arange(staged.size), -staged.astype(np.int64)))[:k]
@@ -462,6 +470,12 @@ def test_linear_select_paths():
     inf[7] = np.inf
     ki = order_key(inf)
     assert linear_select(ki[ki >= t], k, t, int(ki.max())) is None
+    # ... also bracketed by a finite top below it (a split row's sample's largest key)
+    assert linear_select(ki[ki >= t], k, t, int(keys.max())) is None
+    # keys above a bracket's top count in its top bin
+    top = int(np.sort(keys)[::-1][20])
+    sel = linear_select(keys[keys >= t], k, t, top)
+    assert sel is not None and sel.above < k <= sel.above + sel.count
     # selected from key 0 (an unsampled row): the low end is the smallest staged key ...
     sel = linear_select(keys, k, 0, int(keys.max()))
     assert sel is not None and sel.lo == int(keys.min())

@@ -49,7 +49,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bracket import KEY_NEG_FLT_MAX, Bracket, bin_edge, bracket, bracket_bins, crossing, edge_exact
+from .bracket import (
+    KEY_FLT_MAX,
+    KEY_NEG_FLT_MAX,
+    Bracket,
+    bin_edge,
+    bracket,
+    bracket_bins,
+    crossing,
+    edge_exact,
+)
 from .keys import format_keys, key_format, order_key
 from .ladder import LadderParams, row_plan, sample_vector
 
@@ -72,6 +81,7 @@ __all__ = [
     "simulate_windows",
     "SplitBins",
     "split_bins",
+    "sample_top",
     "SPLIT_BINS_MIN_K",
     "LINEAR_BINS",
     "LINEAR_CROSS_MAX",
@@ -338,25 +348,30 @@ def linear_select(staged: np.ndarray, k: int, lo: int, hi: int) -> LinearSelect 
     and the radix narrowing selects (16-bit rows aside, which never take it).
 
     The staged keys' values are mapped onto :data:`LINEAR_BINS` bins by the float32 bracket
-    over ``[lo, hi]`` (:func:`gvr_reference.bracket.bracket`); ``lo`` is the selection's low
-    key, or the smallest staged key where ``lo`` is not a finite value's (an unsampled row
-    selects from key 0). None when no bracket forms (an end that is not a finite value, ends
-    too close for the float scale) or when the crossing bin holds more than
-    :data:`LINEAR_CROSS_MAX` keys and not exactly the ``k - above`` wanted.
+    over ``[lo, hi]`` (:func:`gvr_reference.bracket.bracket`), keys above ``hi`` into the top
+    bin; ``lo`` is the selection's low key, or the smallest staged key where ``lo`` is not a
+    finite value's (an unsampled row selects from key 0). None when no bracket forms (an end
+    that is not a finite value, ends too close for the float scale, a staged key that is not
+    a finite value's) or when the crossing bin holds more than :data:`LINEAR_CROSS_MAX` keys
+    and not exactly the ``k - above`` wanted.
 
     Args:
-        staged: uint32 order keys of the staged survivors (``k <= staged.size``), all in
-            ``[lo, hi]``.
+        staged: uint32 order keys of the staged survivors (``k <= staged.size``), all at
+            least ``lo``.
         k: top-K size.
-        lo, hi: the selection's key range (``hi``: the largest staged key).
+        lo, hi: the bracket's key range: ``hi`` the largest staged key, or for the row of a
+            workspace split (``cfg.parts > 1``, no cluster) that took its first rung, the
+            sample's largest key (:func:`sample_top`), which its finishing CTA bins by as it
+            gathers the slab.
     """
     keys = np.asarray(staged, np.uint32)
     if lo < KEY_NEG_FLT_MAX:
         lo = int(keys.min())
     br = bracket(int(lo), int(hi), LINEAR_BINS)
-    if br is None:
+    if br is None or int(keys.max()) > KEY_FLT_MAX:
         return None
-    hist = np.bincount(bracket_bins(keys, br), minlength=LINEAR_BINS)
+    bins = np.minimum(bracket_bins(keys, br), LINEAR_BINS - 1)
+    hist = np.bincount(bins, minlength=LINEAR_BINS)
     b, above, count = crossing(hist, k)
     ranked = count != k - above
     if ranked and count > LINEAR_CROSS_MAX:
@@ -519,6 +534,23 @@ class SplitBins:
     count: int
 
 
+def sample_top(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) -> int:
+    """The largest key of a sampled row's sample (the streaming kernel's ``Ctl.SMAX``; every
+    CTA of a split row draws the same sample): the top of a cluster split's survivor bins
+    (:func:`split_bins`) and of a workspace split's linear level (:func:`linear_select`).
+
+    Args:
+        values: float32 [n], the row's valid window (as :func:`simulate_row`), long enough to
+            be sampled.
+        k: top-K size.
+        cfg: the kernel configuration.
+        lead: window start modulo ``cfg.params.vec``.
+    """
+    plan = row_plan(int(values.shape[0]), k, lead, cfg.params)
+    keys = format_keys(np.ascontiguousarray(values, dtype=np.float32), key_format(cfg.dtype))
+    return int(_sample_keys(keys.astype(np.uint32), plan, lead, cfg.params.vec).max())
+
+
 def split_bins(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) -> SplitBins | None:
     """The survivor bins a cluster split row meets on (the CPU twin of the streaming
     kernel's binned meet, ``StreamingTopK._cluster_meet``), or None for a row that does not
@@ -542,10 +574,9 @@ def split_bins(values: np.ndarray, k: int, cfg: ModelConfig, lead: int = 0) -> S
     trace = simulate_row(values, k, cfg, lead)
     if cfg.parts <= 1 or k < SPLIT_BINS_MIN_K or trace.path != Path.FIRST or trace.crowded:
         return None
-    plan = row_plan(int(values.shape[0]), k, lead, cfg.params)
     fmt = key_format(cfg.dtype)
     keys = format_keys(np.ascontiguousarray(values, dtype=np.float32), fmt).astype(np.int64)
-    smax = int(_sample_keys(keys.astype(np.uint32), plan, lead, cfg.params.vec).max())
+    smax = sample_top(values, k, cfg, lead)
     t1 = int(trace.t1)
     shift = max(bitlen(max(smax, t1) - t1) - RADIX_BITS, 0)
     survivors = keys[keys >= t1]

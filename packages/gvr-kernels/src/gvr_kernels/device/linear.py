@@ -9,7 +9,10 @@ over the staged values (the bracket map of :mod:`.bracket`, one ``fma.rn.f32`` a
 a few keys in the crossing bin on gaussian and DSA-like rows, so:
 
 1. the histogram of the staged keys over ``[lo, hi]`` (``lo`` the selection's low key, or the
-   staging's smallest key when that is not a finite value's; ``hi`` the largest staged key);
+   staging's smallest key when that is not a finite value's; ``hi`` the largest staged key).
+   A workspace split row's finishing CTA counts it as it gathers the slab, over ``[lo, top]``
+   with ``top`` the row sample's largest key (known to every CTA before any slab entry is),
+   the keys above ``top`` in the top bin;
 2. the crossing bin of ``k`` (``above`` keys in higher bins, ``m`` in it; the whole CTA,
    :func:`~.bracket.find_crossing_cta`);
 3. one emission pass: every key of a higher bin to the slots ``[0, above)``; the crossing
@@ -52,7 +55,15 @@ from .ops import umin
 from .select import select_and_emit, write_slot
 from .shared import stamp_phase
 
-__all__ = ["LINEAR_BINS", "CROSS_MAX", "SAMPLE_WORDS", "select_staged"]
+__all__ = [
+    "LINEAR_BINS",
+    "CROSS_MAX",
+    "SAMPLE_WORDS",
+    "bin_setup",
+    "clear",
+    "count_key",
+    "select_staged",
+]
 
 #: Keys of the crossing bin staged and ranked (``gvr_reference.model.LINEAR_CROSS_MAX``).
 CROSS_MAX = LINEAR_CROSS_MAX
@@ -75,53 +86,107 @@ def serves(cfg) -> bool:
 @cute.jit
 def select_staged(
     cfg: cutlass.Constexpr, sh, win, out, values, row: Int32, k: Int32, lo: Uint32, hi: Uint32,
-    count: Int32, paths, stamps: cutlass.Constexpr,
+    count: Int32, paths, stamps: cutlass.Constexpr, counted=None, top=None,
 ):  # fmt: skip
     """Select the top ``k`` of the ``count`` staged survivors (``k <= count <= capacity``,
     their keys in ``[lo, hi]``) and write all ``k`` slots of output row ``row``: by the linear
     level where it serves (module docstring), else by :func:`~.select.select_and_emit`. Every
-    thread calls it; ends with a CTA barrier. A ``stamp_phases`` build stamps the boundaries
-    ``"hist"`` (the histogram counted) and ``"cross"`` (the crossing bin found) of the
-    family's phase names ``stamps`` into ``paths`` (:func:`~.shared.stamp_phase`)."""
+    thread calls it; ends with a CTA barrier.
+
+    ``counted`` (a Boolean; None for false) and ``top`` (a key): the histogram is already
+    counted over the bracket ``[lo, top]`` (:func:`bin_setup` true for it; each key by
+    :func:`count_key`, those above ``top`` in the top bin), the ``GT`` / ``EQ`` cursors are
+    zero and the CTA has passed a barrier since; ``top`` at most ``hi``, and ``hi`` a finite
+    value's key. A ``stamp_phases`` build stamps the boundaries ``"hist"`` (the histogram
+    counted) and ``"cross"`` (the crossing bin found) of the family's phase names ``stamps``
+    into ``paths`` (:func:`~.shared.stamp_phase`)."""
     done = Boolean(False)
     if const_expr(serves(cfg)):
-        done = _linear(cfg, sh, win, out, values, row, k, lo, hi, count, paths, stamps)
+        if const_expr(counted is None):
+            counted = Boolean(False)
+            top = hi
+        done = _linear(
+            cfg, sh, win, out, values, row, k, lo, hi, count, paths, stamps, counted, top
+        )
     if not done:
         select_and_emit(cfg, sh, win, Source.STAGE, out, values, row, k, lo, hi, count)
 
 
 @cute.jit
+def clear(cfg: cutlass.Constexpr, sh):
+    """Zero the linear level's histogram and scratch words (in ``sh.sample``); a CTA barrier
+    must follow before any key is counted."""
+    tid, _, _ = cute.arch.thread_idx()
+    words = cute.recast_ptr(sh.sample.iterator, dtype=Int32)
+    for i in cutlass.range(tid, _ZEROED, cfg.threads):
+        words[i] = Int32(0)
+
+
+@cute.jit
+def bin_setup(lo: Uint32, top: Uint32):
+    """``(ok, scale, bias)``: whether keys of at least ``lo`` can be counted into the linear
+    level's histogram over the bracket ``[lo, top]`` before :func:`select_staged` runs
+    (``lo`` a finite value's key and the bracket valid: the test and the bracket
+    :func:`select_staged` then takes), and that bracket."""
+    ok, scale, bias = bracket_setup(lo, top, LINEAR_BINS)
+    return ok & (lo >= Uint32(KEY_NEG_FLT_MAX)), scale, bias
+
+
+@cute.jit
+def _bin(bits: Uint32, scale: Uint32, bias: Uint32) -> Int32:
+    # The bracket bin, keys above the bracket's top in the top bin (the bin stays a
+    # non-decreasing function of the key; +inf and NaN, whose fma is +inf or the canonical
+    # NaN, positive bits, land there too).
+    return cutlass.min(bracket_bin(bits, scale, bias), Int32(LINEAR_BINS - 1))
+
+
+@cute.jit
+def count_key(sh, bits: Uint32, scale: Uint32, bias: Uint32):
+    """Count the float32 score ``bits`` (a key of at least the bracket's low end) in the
+    linear level's histogram over the bracket of :func:`bin_setup`; a key above the
+    bracket's top counts in the top bin."""
+    words = cute.recast_ptr(sh.sample.iterator, dtype=Int32)
+    cute.arch.atomic_add(words + _bin(bits, scale, bias), Int32(1))
+
+
+@cute.jit
 def _linear(
     cfg: cutlass.Constexpr, sh, win, out, values, row, k, lo, hi, count, paths,
-    stamps: cutlass.Constexpr,
+    stamps: cutlass.Constexpr, counted, top,
 ) -> Boolean:  # fmt: skip
     tid, _, _ = cute.arch.thread_idx()
     threads = cfg.threads
     words = cute.recast_ptr(sh.sample.iterator, dtype=Int32)
     hist = cute.make_tensor(words, cute.make_layout(LINEAR_BINS))
     wsum = cute.make_tensor(words + _WSUM, cute.make_layout(32))
-    for i in cutlass.range(tid, _ZEROED, threads):
-        words[i] = Int32(0)
-    if tid == 0:
-        sh.ctl[Ctl.GT] = Int32(0)
-        sh.ctl[Ctl.EQ] = Int32(0)
-    cute.arch.barrier()
-    if lo < Uint32(KEY_NEG_FLT_MAX):
-        # (an unsampled row: every score staged) the staging's smallest key
-        low = Uint32(0xFFFFFFFF)
-        for i in cutlass.range(tid, count, threads):
-            low = umin(low, order_key(Uint32(sh.stage_bits[i])))
-        low = Uint32(cute.arch.warp_redux_sync(low, "umin"))
-        if cute.arch.lane_idx() == 0:
-            cute.arch.atomic_max(cute.recast_ptr(words + _MIN, dtype=Uint32), ~low)
+    ok = Boolean(True)
+    scale = Uint32(0)
+    bias = Uint32(0)
+    if counted:
+        ok, scale, bias = bracket_setup(lo, top, LINEAR_BINS)
+    else:
+        clear(cfg, sh)
+        if tid == 0:
+            sh.ctl[Ctl.GT] = Int32(0)
+            sh.ctl[Ctl.EQ] = Int32(0)
         cute.arch.barrier()
-        lo = ~Uint32(words[_MIN])
-    ok, scale, bias = bracket_setup(lo, hi, LINEAR_BINS)
+        if lo < Uint32(KEY_NEG_FLT_MAX):
+            # (an unsampled row: every score staged) the staging's smallest key
+            low = Uint32(0xFFFFFFFF)
+            for i in cutlass.range(tid, count, threads):
+                low = umin(low, order_key(Uint32(sh.stage_bits[i])))
+            low = Uint32(cute.arch.warp_redux_sync(low, "umin"))
+            if cute.arch.lane_idx() == 0:
+                cute.arch.atomic_max(cute.recast_ptr(words + _MIN, dtype=Uint32), ~low)
+            cute.arch.barrier()
+            lo = ~Uint32(words[_MIN])
+        ok, scale, bias = bracket_setup(lo, hi, LINEAR_BINS)
+        if ok:
+            for i in cutlass.range(tid, count, threads):
+                cute.arch.atomic_add(words + bracket_bin(sh.stage_bits[i], scale, bias), Int32(1))
+            cute.arch.barrier()
     done = Boolean(False)
     if ok:
-        for i in cutlass.range(tid, count, threads):
-            cute.arch.atomic_add(words + bracket_bin(sh.stage_bits[i], scale, bias), Int32(1))
-        cute.arch.barrier()
         stamp_phase(cfg, paths, stamps, "hist")
         cb, above, m = find_crossing_cta(hist, wsum, sh.ctl, LINEAR_BINS, threads, k)
         stamp_phase(cfg, paths, stamps, "cross")
@@ -136,7 +201,7 @@ def _linear(
                 j = cutlass.select_(ok_i, i, Int32(0))
                 bits = Uint32(sh.stage_bits[j])
                 pos = sh.stage_idx[j]
-                b = bracket_bin(bits, scale, bias)
+                b = _bin(bits, scale, bias)
                 is_eq = ok_i & (b == cb)
                 is_gt = ok_i & (b > cb)
                 if whole:

@@ -65,6 +65,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Boolean, Int32, Int64, Uint32, Uint64, const_expr
 from gvr_reference.blockskip import BLOCK, GATE_64THS, SKIPPED
+from gvr_reference.bracket import KEY_FLT_MAX
 from gvr_reference.ladder import row_plan
 from gvr_reference.model import SPLIT_BINS_MIN_K, Path, crowd_min_ties
 from gvr_reference.ragged import MIN_PART, UNIT
@@ -83,7 +84,11 @@ from ..device.keys import (
     top_aligned,
 )
 from ..device.layout import Ctl, EmitArgs, Goal, Rank, Source, Window
+from ..device.linear import bin_setup as linear_bin_setup
+from ..device.linear import clear as linear_clear
+from ..device.linear import count_key as linear_count_key
 from ..device.linear import select_staged
+from ..device.linear import serves as linear_serves
 from ..device.memory import (
     l2_policy,
     load_entry,
@@ -531,10 +536,17 @@ class StreamingTopK:
         staged_bin = Boolean(False)
         above = Int32(0)
         bin_lo = Uint32(0)
+        # Lowest key of the selection ranges: a crowded pass staged the keys above the rung.
+        lo_sel = thr_key + Uint32(cutlass.select_(code == Int32(Path.TIE), 1, 0))
+        # ``counted``: a workspace split's finishing CTA counted the linear level's histogram
+        # over [lo_sel, the sample's largest key] as it gathered the slab (_split_meet).
+        counted = Boolean(False)
         if const_expr(cfg.ragged):
             # A row of one CTA runs as on one CTA per row (the retry rung included).
             if parts > 1:
-                count, finish = self._split_meet(sh, workspace, paths, count, parts, slot)
+                count, finish, counted = self._split_meet(
+                    sh, workspace, paths, count, parts, slot, lo_sel
+                )
             else:
                 self._staged_max(sh, count)
         elif const_expr(cfg.cluster):
@@ -543,7 +555,9 @@ class StreamingTopK:
                 sh, paths, out, values, row, part, count, k, thr_key, binned
             )
         elif const_expr(cfg.split):
-            count, finish = self._split_meet(sh, workspace, paths, count, parts, slot)
+            count, finish, counted = self._split_meet(
+                sh, workspace, paths, count, parts, slot, lo_sel
+            )
 
         if finish & staged_bin:
             # The crossing bin's keys are staged: the rule among them for the slots left.
@@ -563,8 +577,6 @@ class StreamingTopK:
             crowded = code == Int32(Path.TIE)
             if crowded:
                 code = Int32(Path.FIRST)
-            # Lowest key of the selection ranges: a crowded pass staged the keys above the rung.
-            lo_sel = thr_key + Uint32(cutlass.select_(crowded, 1, 0))
             if crowded & (count < k):
                 # Every staged key is above the rung; the k - count first keys equal to it
                 # complete the answer (gvr_reference.model.Path.TIE), if the row has them.
@@ -598,9 +610,16 @@ class StreamingTopK:
                     )
                 else:
                     max_key = Uint32(sh.ctl[Ctl.MAXKEY])
-                    select_staged(
-                        cfg, sh, win, out, values, row, k, lo_sel, max_key, count, paths, STAMPS
-                    )
+                    if const_expr(cfg.split):
+                        select_staged(
+                            cfg, sh, win, out, values, row, k, lo_sel, max_key, count, paths,
+                            STAMPS, counted, Uint32(sh.ctl[Ctl.SMAX]),
+                        )  # fmt: skip
+                    else:
+                        select_staged(
+                            cfg, sh, win, out, values, row, k, lo_sel, max_key, count, paths,
+                            STAMPS,
+                        )  # fmt: skip
             self._record(paths, row, code | skipped, parts)
             self._stamp(paths, "finish")
 
@@ -886,7 +905,7 @@ class StreamingTopK:
     # ------------------------------------------------------------------ split rows
     @cute.jit
     def _split_meet(
-        self, sh, workspace, paths, count: Int32, parts: Int32, slot: Int32,
+        self, sh, workspace, paths, count: Int32, parts: Int32, slot: Int32, lo_sel: Uint32,
     ):  # fmt: skip
         """Publish this CTA's survivors to the row slab (workspace row slot ``slot``); the last
         CTA to arrive gathers the whole slab into its staging when it fits (``ctl[Ctl.CNT]``
@@ -903,8 +922,14 @@ class StreamingTopK:
         launches, since it clears each written entry once read
         (:data:`~.config.WS_SLAB_ENTRIES`).
 
-        Returns ``(total, finish)``: the row's survivor count and whether this CTA finishes
-        the row.
+        Where the linear level serves (:func:`~gvr_kernels.device.linear.serves`), the last
+        CTA counts its histogram as it gathers, over ``[lo_sel, the sample's largest key]``
+        (every CTA of the row drew the same sample), the keys above in the top bin, unless a
+        gathered key is not a finite value's.
+
+        Returns ``(total, finish, counted)``: the row's survivor count, whether this CTA
+        finishes the row, and whether its histogram is counted (``select_staged``'s
+        ``counted``, with the sample's largest key as ``top``).
         """
         cfg = self.cfg
         ctl = sh.ctl
@@ -913,6 +938,7 @@ class StreamingTopK:
         ws_row = workspace.iterator + Int64(slot) * Int64(words)
         slab = ws_row + WS_HEADER_WORDS
         kept = cutlass.min(count, Int32(cfg.capacity))
+        bins = linear_serves(cfg)
 
         # Header words 0-1 as one 64-bit counter: the fill (survivors reserved) in the low
         # half, the arrivals in the high half; the last CTA clears both with one store (no
@@ -938,7 +964,14 @@ class StreamingTopK:
                 store_entry(slab + Int64(2) * Int64(dst), entry)
         finish = ctl[Ctl.LAST] == 1
         total = ctl[Ctl.TOTAL]
+        counted = Boolean(False)
         if finish:
+            if const_expr(bins):
+                # (the sample buffer is dead: a split row takes no retry rung)
+                linear_clear(cfg, sh)
+                if tid == 0:
+                    ctl[Ctl.GT] = Int32(0)
+                    ctl[Ctl.EQ] = Int32(0)
             # (the staging is read above before the gather overwrites it)
             cute.arch.barrier()
             self._stamp(paths, "publish")
@@ -947,6 +980,11 @@ class StreamingTopK:
             written = cutlass.min(total, Int32(cfg.capacity))
             fits = total <= cfg.capacity
             top = Uint32(0)
+            scale = Uint32(0)
+            bias = Uint32(0)
+            if const_expr(bins):
+                counted, scale, bias = linear_bin_setup(lo_sel, Uint32(ctl[Ctl.SMAX]))
+                counted = counted & fits
             group = GATHER_GROUP
             for ib in cutlass.range(tid, written, cfg.threads * group):
                 entries = []
@@ -966,12 +1004,19 @@ class StreamingTopK:
                             sh.stage_bits[i] = bits
                             sh.stage_idx[i] = Int32(pos)
                             top = cutlass.max(top, order_key(bits, cfg.key_format))
+                            if const_expr(bins):
+                                if counted:
+                                    linear_count_key(sh, bits, scale, bias)
             if fits & (tid < total):
                 max_ptr = cute.recast_ptr(ctl.iterator + Ctl.MAXKEY, dtype=Uint32)
                 cute.arch.atomic_max(max_ptr, top)
             cute.arch.barrier()
+            if const_expr(bins):
+                # An infinity or a NaN gathered: no bracket (select_staged recounts, and
+                # finds none either).
+                counted = counted & (Uint32(ctl[Ctl.MAXKEY]) <= Uint32(KEY_FLT_MAX))
             self._stamp(paths, "gather")
-        return total, finish
+        return total, finish, counted
 
     @cute.jit
     def _cluster_meet(self, sh, paths, out, values, row, rank, count, k, thr_key, binned):
