@@ -123,11 +123,15 @@ from .config import (
     StreamingConfig,
 )
 
-__all__ = ["StreamingTopK", "allocate_shared", "GATHER_GROUP"]
+__all__ = ["StreamingTopK", "allocate_shared", "GATHER_GROUP", "SLAB_LOADS"]
 
-#: Slab entries a thread of the finishing CTA loads before it bins any of them (a pass over
-#: the slab is bound by the L2 round trips of its loads).
+#: Entries a thread of a cluster split CTA handles a round: the staged keys it sends to its
+#: leader, or those the leader received and moves in its staging.
 GATHER_GROUP = 4
+#: Slab entries a thread of a workspace split's finishing CTA keeps in flight (a pass over
+#: the slab is bound by the L2 round trips of its loads; at K = 2048 a 1024-thread CTA
+#: reads about six entries a thread, one round).
+SLAB_LOADS = 8
 
 
 @cute.jit
@@ -985,12 +989,15 @@ class StreamingTopK:
             if const_expr(bins):
                 counted, scale, bias = linear_bin_setup(lo_sel, Uint32(ctl[Ctl.SMAX]))
                 counted = counted & fits
-            group = GATHER_GROUP
+            group = SLAB_LOADS
             for ib in cutlass.range(tid, written, cfg.threads * group):
                 entries = []
                 for g in cutlass.range_constexpr(group):
-                    i = cutlass.min(ib + g * cfg.threads, written - 1)
-                    entries.append(load_entry(slab + Int64(2) * Int64(i)))
+                    i = ib + g * cfg.threads
+                    entry = Uint64(0)
+                    if i < written:
+                        entry = load_entry(slab + Int64(2) * Int64(i))
+                    entries.append(entry)
                 for g in cutlass.range_constexpr(group):
                     i = ib + g * cfg.threads
                     if i < written:
