@@ -94,9 +94,9 @@ def select_staged(
     thread calls it; ends with a CTA barrier.
 
     ``counted`` (a Boolean; None for false) and ``top`` (a key): the histogram is already
-    counted over the bracket ``[lo, top]`` (:func:`bin_setup` true for it; each key by
-    :func:`count_key`, those above ``top`` in the top bin), the ``GT`` / ``EQ`` cursors are
-    zero and the CTA has passed a barrier since; ``top`` at most ``hi``, and ``hi`` a finite
+    counted over the bracket ``[lo, top]`` (after :func:`clear`; :func:`bin_setup` true for
+    it; each key by :func:`count_key`, those above ``top`` in the top bin) and the CTA has
+    passed a barrier since; ``top`` at most ``hi``, and ``hi`` a finite
     value's key. A ``stamp_phases`` build stamps the boundaries ``"hist"`` (the histogram
     counted) and ``"cross"`` (the crossing bin found) of the family's phase names ``stamps``
     into ``paths`` (:func:`~.shared.stamp_phase`)."""
@@ -114,12 +114,16 @@ def select_staged(
 
 @cute.jit
 def clear(cfg: cutlass.Constexpr, sh):
-    """Zero the linear level's histogram and scratch words (in ``sh.sample``); a CTA barrier
-    must follow before any key is counted."""
+    """Zero the linear level's histogram and scratch words (in ``sh.sample``) and its
+    emission cursors (``ctl[Ctl.GT]``, ``ctl[Ctl.EQ]``); a CTA barrier must follow before any
+    key is counted."""
     tid, _, _ = cute.arch.thread_idx()
     words = cute.recast_ptr(sh.sample.iterator, dtype=Int32)
     for i in cutlass.range(tid, _ZEROED, cfg.threads):
         words[i] = Int32(0)
+    if tid == 0:
+        sh.ctl[Ctl.GT] = Int32(0)
+        sh.ctl[Ctl.EQ] = Int32(0)
 
 
 @cute.jit
@@ -166,9 +170,6 @@ def _linear(
         ok, scale, bias = bracket_setup(lo, top, LINEAR_BINS)
     else:
         clear(cfg, sh)
-        if tid == 0:
-            sh.ctl[Ctl.GT] = Int32(0)
-            sh.ctl[Ctl.EQ] = Int32(0)
         cute.arch.barrier()
         if lo < Uint32(KEY_NEG_FLT_MAX):
             # (an unsampled row: every score staged) the staging's smallest key

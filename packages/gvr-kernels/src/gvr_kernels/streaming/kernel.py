@@ -614,16 +614,12 @@ class StreamingTopK:
                     )
                 else:
                     max_key = Uint32(sh.ctl[Ctl.MAXKEY])
-                    if const_expr(cfg.split):
-                        select_staged(
-                            cfg, sh, win, out, values, row, k, lo_sel, max_key, count, paths,
-                            STAMPS, counted, Uint32(sh.ctl[Ctl.SMAX]),
-                        )  # fmt: skip
-                    else:
-                        select_staged(
-                            cfg, sh, win, out, values, row, k, lo_sel, max_key, count, paths,
-                            STAMPS,
-                        )  # fmt: skip
+                    # (a split row's histogram may be counted already, up to the sample's top)
+                    hist_top = Uint32(sh.ctl[Ctl.SMAX]) if const_expr(cfg.split) else None
+                    select_staged(
+                        cfg, sh, win, out, values, row, k, lo_sel, max_key, count, paths, STAMPS,
+                        counted if const_expr(cfg.split) else None, hist_top,
+                    )  # fmt: skip
             self._record(paths, row, code | skipped, parts)
             self._stamp(paths, "finish")
 
@@ -973,9 +969,6 @@ class StreamingTopK:
             if const_expr(bins):
                 # (the sample buffer is dead: a split row takes no retry rung)
                 linear_clear(cfg, sh)
-                if tid == 0:
-                    ctl[Ctl.GT] = Int32(0)
-                    ctl[Ctl.EQ] = Int32(0)
             # (the staging is read above before the gather overwrites it)
             cute.arch.barrier()
             self._stamp(paths, "publish")
