@@ -273,7 +273,10 @@ def report_durations(path: str) -> None:
 def report_regions(path: str) -> None:
     """Per kernel of an ``ncu --page source --print-source sass --csv`` export: the warp-state
     samples and executed instructions of each stretch of SASS between CTA barriers
-    (``BAR.SYNC``) and exits, the phases of the kernel."""
+    (``BAR.SYNC``) and exits, the phases of the kernel, with the region's three commonest
+    stall reasons (sample counts; ``no_inst``: the warp waited for its next instruction to be
+    fetched). ``(xN)``: how many warps executed the region's last instruction, so one CTA's
+    regions (a split row's finishing CTA) stand apart from every CTA's."""
     text = open(path).read()
     for block in re.split(r'\n(?="Kernel Name")', text):
         lines = block.strip().splitlines()
@@ -284,20 +287,27 @@ def report_regions(path: str) -> None:
         if not table or key not in table[0]:
             continue
         total = sum(float(t[key] or 0) for t in table) or 1.0
+        reasons = [c for c in table[0] if c.startswith("stall_") and "Not Issued" not in c]
         print(lines[0][:110])
         samples = inst = 0.0
+        why = dict.fromkeys(reasons, 0.0)
         first = 0
         for i, t in enumerate(table):
             samples += float(t[key] or 0)
+            for r in reasons:
+                why[r] += float(t[r] or 0)
             executed = float(t["Instructions Executed"] or 0)
             inst += executed
             src = t["Source"].strip()
             if ("BAR.SYNC" in src or "EXIT" in src) and (executed > 0 or samples > 0):
+                top = sorted(((v, r) for r, v in why.items() if v), reverse=True)[:3]
                 print(
-                    f"    [{first:5d}-{i:5d}] {100 * samples / total:5.1f}% of samples, "
-                    f"{inst:10.0f} warp instructions, ends {src[:30]} (x{executed:.0f})"
+                    f"    [{first:5d}-{i:5d}] {100 * samples / total:5.1f}% of samples "
+                    f"({samples:.0f}), {inst:10.0f} warp instructions, ends {src[:30]} "
+                    f"(x{executed:.0f}) | " + ", ".join(f"{r[6:]} {v:.0f}" for v, r in top)
                 )
                 samples = inst = 0.0
+                why = dict.fromkeys(reasons, 0.0)
                 first = i + 1
 
 

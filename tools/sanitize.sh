@@ -8,7 +8,9 @@ tag=$([ "$dtype" = float32 ] && echo "" || echo "_$dtype")
 status=0
 for tool in memcheck racecheck synccheck; do
   log="$logs/sanitize${tag}_$tool.log"
-  compute-sanitizer --tool "$tool" --error-exitcode 86 \
+  # (host API errors left out: torch probes driver entry points the driver may not have,
+  # cuGetProcAddress errors that are no kernel's; a failed launch still fails the check)
+  compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 86 \
     python3 tools/device_streaming.py --aot "$aot" --sanitize --seed 7 --dtype "$dtype" > "$log" 2>&1
   rc=$?
   echo "$tool $dtype: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
