@@ -38,7 +38,9 @@ from gvr_kernels.routing import (
     _cluster_core,
     _cluster_split_replaces,
     _register_core,
+    _short_split_chunks,
     _split_cluster,
+    _static_parts,
     cluster_split_route,
     max_workspace_words,
     route_dynamic,
@@ -285,7 +287,11 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
 
     # The B200 preset keeps the portable cluster size: no 16-CTA cluster.
     portable = {c.name for c in cfgs if getattr(c, "cluster", 0) != 16}
-    assert {c.name for c in routed_configs(B200)} == portable
+    # (at one or two rows its eight 1024-thread cluster rows take the cluster split, where the
+    # H200 runs sixteen-CTA clusters and takes it nowhere else at those envelopes: the
+    # workspace split's chunks are short there, ``_short_split_chunks``)
+    b200 = {c.name for c in routed_configs(B200)}
+    assert portable <= b200 and all("_split_x8_" in name for name in b200 - portable)
 
 
 def test_register_family_where_it_is_measured_faster():
@@ -378,9 +384,14 @@ def test_cluster_family_where_it_is_measured_faster():
             assert r.grid == 16 * (half // 16) and c.max_n == CLUSTER_WIDE_N
     wide = route_static(H200, rows=half // 16 + 1, n_env=CLUSTER_MAX_N + 1, k=1024, mode="full")
     assert wide.family == "cluster" and wide.config.bracket and wide.config.cluster == 8
-    # (float32 decode launches there take the cluster split: _cluster_split_replaces)
-    wide = route_static(H200, rows=half // 16 + 1, n_env=CLUSTER_MAX_N + 1, k=1024)
+    # (float32 decode launches there take the cluster split, _cluster_split_replaces, but
+    # those without values or deterministic ties take a workspace split of short chunks:
+    # _short_split_chunks)
+    kw = dict(rows=half // 16 + 1, n_env=CLUSTER_MAX_N + 1, k=1024)
+    wide = route_static(H200, **kw, deterministic=True)
     assert wide.family == "streaming" and wide.config.cluster == 8
+    wide = route_static(H200, **kw)
+    assert wide.family == "streaming" and wide.config.split and not wide.config.cluster
     assert route_static(H200, rows=half // 16 + 1, n_env=CLUSTER_MAX_N + 1, k=512).family == (
         "streaming"
     )
@@ -609,13 +620,16 @@ def test_split_rows_preload_their_chunk_where_it_fits():
         chunk = -(-((n_env + 3) // 4) // r.parts)
         assert r.config.preload == want == -(-chunk // r.config.threads), (rows, n_env)
         assert want <= PRELOAD_MAX and r.config.name.endswith(f"_pl{want}")
-        # decode rows there take the same split, or (up to 12 rows of K > 512) the cluster
-        # split of eight: its chunks, preloaded where they fit
-        r = route_static(H200, rows=rows, n_env=n_env, k=1024)
-        vectors = -(-((n_env + 3) // 4) // r.parts)
-        need = -(-vectors // r.config.threads)
-        assert r.config.preload == (need if need <= PRELOAD_MAX else 0)
-        assert r.config.cluster == (8 if rows > 2 else 0), (rows, n_env)
+        # decode rows there take the same split, or (3-12 rows at K = 2048 whose split
+        # chunks are long) the cluster split of eight: its chunks, preloaded where they fit
+        for k in (1024, 2048):
+            r = route_static(H200, rows=rows, n_env=n_env, k=k)
+            vectors = -(-((n_env + 3) // 4) // r.parts)
+            need = -(-vectors // r.config.threads)
+            assert r.config.preload == (need if need <= PRELOAD_MAX else 0)
+            long = rows > 2 and k == 2048 and not _short_split_chunks(H200, rows, n_env)
+            assert r.config.cluster == (8 if long else 0), (rows, n_env, k)
+            assert long == ((rows, n_env, k) == (8, 262144, 2048))
     assert route_static(H200, rows=16, n_env=262144, k=512).config.preload == 0  # 8 a thread
     assert route_static(H200, rows=33, n_env=262144, k=512).config.ragged
     assert route_static(H200, rows=33, n_env=262144, k=512).config.preload == 0
@@ -757,6 +771,13 @@ def test_cluster_split_where_it_is_measured_faster(spec):
         lean = mode == "decode" and dtype == "float32" and not (values or det)
         clu = _cluster_core(spec, rows, n_env, k, mode, values, dtype, det)
         reg = _register_core(spec, rows, n_env, k, mode, values, det, dtype)
+        short = lean and rows >= 3 and _short_split_chunks(spec, rows, n_env)
+        if clu is not None and _cluster_split_replaces(clu, mode) and short:
+            # the workspace split of short chunks in place of the cluster core
+            assert r.family == "streaming" and r.config.split and not r.config.cluster, kw
+            assert r.parts == _static_parts(spec, rows, n_env) > 1, kw
+            seen["short"] += 1
+            continue
         if clu is not None and _cluster_split_replaces(clu, mode):
             want, why = 8, "cluster"
         elif clu is not None:
@@ -769,7 +790,9 @@ def test_cluster_split_where_it_is_measured_faster(spec):
             parts = min(s // rows, -(-n_env // MIN_PART_ELEMS))
             static = rows <= s // 2 and n_env >= SPLIT_MIN_N and parts > 1
             ragged = rows >= RAGGED_MIN_ROWS and n_env >= RAGGED_MIN_N
-            want = _split_cluster(spec, rows, parts, k) if lean and static and not ragged else 0
+            want = (
+                _split_cluster(spec, rows, parts, k, n_env) if lean and static and not ragged else 0
+            )
             why = "split"
         if want:
             seen[why] += 1
@@ -784,21 +807,29 @@ def test_cluster_split_where_it_is_measured_faster(spec):
         else:
             assert not getattr(r.config, "cluster", 0) or r.family == "cluster", kw
             assert r.family == ("cluster" if clu is not None else r.family)
-    assert set(seen) == {"cluster", "register", "split"}, seen
+    assert set(seen) == {"cluster", "register", "split", "short"}, seen
     # the measured cells (``tune_variants.log``, ``bench_cluster_routes.json``), and their
     # neighbours
     for rows, n_env, k, cluster in (
         (1, 262144, 2048, 0),  # (sixteen CTAs a row: slower through the API on the H100)
         (2, 262144, 1024, 0),
-        (3, 262144, 1024, 8),
+        (3, 262144, 1024, 0),  # (K = 1024: the workspace split, tune_meet.log)
+        (4, 262144, 2048, 0),  # (32 CTAs a row, 8,192 scores each: the workspace split)
+        (6, 262144, 2048, 0),  # (22 CTAs a row, 11,916 scores each)
+        (7, 262144, 2048, 8),  # (18 CTAs a row would read 14,564 each)
         (8, 262144, 512, 0),  # (K = 512: slower)
+        (8, 262144, 1024, 0),
         (8, 262144, 2048, 8),
-        (12, 131072, 1024, 8),
+        (12, 262144, 2048, 8),
+        (8, 131072, 2048, 0),  # (16 CTAs a row, 8,192 scores each)
+        (12, 131072, 1024, 0),
         (13, 131072, 1024, 0),
         (31, 131072, 1024, 0),
         (32, 65536, 2048, 2),
-        (32, 131072, 512, 2),
-        (64, 65536, 512, 2),
+        (32, 65536, 1024, 2),
+        (32, 131072, 512, 0),  # (the pair from K = 1025)
+        (64, 65536, 512, 0),
+        (64, 65536, 2048, 2),
         (32, 262144, 512, 0),  # the ragged split
         (1, 32768, 2048, 8),
         (12, 32768, 2048, 8),
@@ -812,8 +843,10 @@ def test_cluster_split_where_it_is_measured_faster(spec):
             other = route_static(spec, rows=rows, n_env=n_env, k=k, **kw).config
             assert other.family == "cluster" or not getattr(other, "cluster", 0), kw
     if spec is H200:
-        assert route_static(H200, rows=8, n_env=131072, k=1024).config.cluster == 8
-        assert route_static(H200, rows=8, n_env=131072, k=1024).family == "streaming"
+        # the cluster core's eight 1024-thread CTAs a row give way to the workspace split of
+        # 16 CTAs a row (8,192 scores each), though mode="full" keeps the cluster family
+        short = route_static(H200, rows=8, n_env=131072, k=1024)
+        assert short.family == "streaming" and short.parts == 16 and not short.config.cluster
         assert route_static(H200, rows=4, n_env=131072, k=1024).family == "cluster"  # x16
         full = route_static(H200, rows=8, n_env=131072, k=1024, mode="full")
         assert full.family == "cluster" and full.config.cluster == 8

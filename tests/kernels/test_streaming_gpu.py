@@ -632,7 +632,8 @@ def test_split_rows_on_survivor_bins(kp, rows, k, det):
 
 #: (cluster, k, rows, width, next_n, compress_ratio): cluster split launches, forced
 #: (``gvr_kernels.routing.cluster_split_route``); the third is a routed cell
-#: (``gvr_kernels.routing._cluster_split_replaces``), the first two the cells at 32,768
+#: (``gvr_kernels.routing._cluster_split_replaces``: decode launches with deterministic ties;
+#: without, its workspace split's short chunks take it), the first two the cells at 32,768
 #: scores it was measured at and not routed to.
 CLUSTER_SPLITS = [
     (8, 2048, 8, 32768, 1, 1),

@@ -268,9 +268,22 @@ FAMILY_NAMES = ("register", "cluster", "streaming")
 #: (n = 262,144: 14.5 / 14.1 / 14.2 against 13.3 / 13.3 / 14.5 us for K = 512 / 1024 /
 #: 2048, though the H200's raw K = 2048 time was 13.2 against 15.2, and eight CTAs' 14.0):
 #: those keep the split, and so do two rows (not measured).
+#: Since the workspace split's meeting lost its fences and its second atomic (about 2 us a
+#: row), measured again on the H100 (``benchmarks/results/h100/tune_meet.log``, raw kernel
+#: times, uniform full rows, the cluster split against the workspace split the router gives
+#: without it): the workspace split is faster or even at K = 1024 (0.87x-1.01x over 3-12 rows
+#: of 131,072 and 262,144 scores) and at K = 2048 where its CTAs read at most
+#: ``CLUSTER_SPLIT_MIN_CHUNK`` scores (b = 4, n = 262,144 on 32 CTAs a row 0.93x; b = 8 / 12,
+#: n = 131,072 on 16 / 11 0.97x / 1.00x), slower with longer chunks (b = 8 / 12,
+#: n = 262,144 on 16 / 11 CTAs a row 1.07x / 1.09x). So the cluster split of eight takes
+#: K = 2048 launches whose workspace split would read more than that a CTA, and the cluster
+#: family's eight 1024-thread CTAs a row (:func:`_cluster_split_replaces`) give way to the
+#: workspace split where its chunks are that short (b = 8, n = 131,072, K = 1024: 12.7 us
+#: against 14.5).
 CLUSTER_SPLIT_MIN_ROWS = 3
 CLUSTER_SPLIT_MAX_ROWS = 12
-CLUSTER_SPLIT_MIN_K = 512
+CLUSTER_SPLIT_MIN_K = 1024
+CLUSTER_SPLIT_MIN_CHUNK = 12288
 #: ... and from this many rows (a static split of two to four CTAs a row, envelopes up to
 #: ``RAGGED_MIN_N - 1``) a cluster of two: b = 64, n = 65,536, 12.1-13.4 us against
 #: 12.9-25.0 on rows of 2,049-12,288 scores, 14.0 / 14.4 against 15.8 / 22.4 on the ragged
@@ -280,8 +293,14 @@ CLUSTER_SPLIT_MIN_K = 512
 #: n = 65,536 15.6 / 15.4 against 16.9 / 23.2 us eager (K = 512 / 2048); b = 32 over 65,536
 #: and 131,072 scores 16.6-20.2 against 18.4-22.3 at K = 1024 / 2048, 17.4 / 20.2 against
 #: 16.9 / 19.6 at K = 512. Clusters of four over 32 rows measured 1.4x slower (more than the
-#: GPCs hold at once); rows 13-31 keep the workspace split (not measured).
+#: GPCs hold at once); rows 13-31 keep the workspace split (not measured). Measured again
+#: after the workspace split's faster meeting (H100, ``tune_meet.log``): at K = 512 the
+#: workspace split is faster (b = 32, n = 65,536 / 131,072 0.93x / 0.95x; b = 64,
+#: n = 65,536 0.95x, its ragged rows 0.94x), so the pair takes K above
+#: ``CLUSTER_PAIR_MIN_K`` only (K = 1024 0.96x / 0.98x at b = 32 kept the pair for the
+#: short rows the H200 measured it on; K = 2048 1.05x-1.07x).
 CLUSTER_PAIR_MIN_ROWS = 32
+CLUSTER_PAIR_MIN_K = 512
 #: K above this (at most 2048) with an envelope of ``REGISTER_MAX_N + 1`` to
 #: ``REGISTER_WIDE_N`` (the register family's 1024 x 8 row) take the cluster split of
 #: eight CTAs a row for float32 decode launches of at most ``CLUSTER_SPLIT_MAX_ROWS`` rows
@@ -625,14 +644,20 @@ def route_static(
     lean = mode == "decode" and dtype == "float32" and not (with_values or deterministic)
     if "cluster" in families:
         clu = _cluster_core(spec, rows, n_env, k, mode, with_values, dtype, deterministic)
+    # a lean launch whose cluster core the workspace split replaces (short chunks)
+    to_split = False
     if clu is not None and clu.smem_bytes <= spec.smem_per_block:
         if _cluster_split_replaces(clu, mode):
-            return _routed_cluster_split(spec, clu.cluster, launch)
-        config = _resident_config(clu, launch)
-        return Route(
-            config=config, parts=1, grid=rows * clu.cluster, workspace_words=0, n_env=n_env
-        )
-    if "register" in families:
+            short = rows >= CLUSTER_SPLIT_MIN_ROWS and _short_split_chunks(spec, rows, n_env)
+            if not (lean and short):
+                return _routed_cluster_split(spec, clu.cluster, launch)
+            to_split = True
+        else:
+            config = _resident_config(clu, launch)
+            return Route(
+                config=config, parts=1, grid=rows * clu.cluster, workspace_words=0, n_env=n_env
+            )
+    if "register" in families and not to_split:
         reg = _register_core(spec, rows, n_env, k, mode, with_values, deterministic, dtype)
     if reg is not None and reg.smem_bytes * reg.resident <= spec.smem_per_sm:
         if lean and _cluster_split_replaces_register(spec, reg, rows, k):
@@ -640,10 +665,8 @@ def route_static(
         config = _resident_config(reg, launch)
         return Route(config=config, parts=1, grid=rows, workspace_words=0, n_env=n_env)
     s = spec.sm_count
-    parts = 1
+    parts = _static_parts(spec, rows, n_env)
     ragged = False
-    if rows <= s // 2 and n_env >= SPLIT_MIN_N:
-        parts = max(1, min(s // rows, -(-n_env // MIN_PART_ELEMS)))
     # Block skip (the maxima passed): float32 launches past the working-set gate whose CTAs'
     # chunks fit the live-block mask (a longer chunk could never skip).
     nbytes = rows * n_env * 4
@@ -656,7 +679,9 @@ def route_static(
         # Rows of a decode or prefill launch may differ in length: the ragged split hands
         # the CTAs out by length in-kernel (full rows are all as long as the width).
         ragged = mode != "full" and rows >= RAGGED_MIN_ROWS and n_env >= RAGGED_MIN_N
-        cluster = _split_cluster(spec, rows, parts, k) if lean and not (ragged or skips) else 0
+        cluster = 0
+        if lean and not (ragged or skips):
+            cluster = _split_cluster(spec, rows, parts, k, n_env)
         if cluster:
             return _routed_cluster_split(spec, cluster, launch)
         core = replace(_SPLIT, ragged=ragged)
@@ -726,8 +751,11 @@ def _cluster_split_replaces(clu: ClusterConfig, mode: str) -> bool:
     12.1; through the API 15.3 -> 13.2 and 15.2 -> 13.6 us replayed
     (``bench_cluster_split_co.json``). Full rows were not measured. With dense rows
     (:data:`CLUSTER_SPLIT_DENSE_MIN`) the same cells measured even (b = 8, n = 131,072,
-    K = 2048: 13.3 us either way, ``tune_variants.log``). Where else the cluster split
-    replaces a route: :func:`_cluster_split_replaces_register` and :func:`_split_cluster`.
+    K = 2048: 13.3 us either way, ``tune_variants.log``). A lean decode launch of at least
+    :data:`CLUSTER_SPLIT_MIN_ROWS` rows whose static workspace split has short chunks
+    (:func:`_short_split_chunks`) takes that split instead (:data:`CLUSTER_SPLIT_MIN_CHUNK`;
+    fewer rows were not measured). Where else the cluster split replaces a route:
+    :func:`_cluster_split_replaces_register` and :func:`_split_cluster`.
     """
     return mode == "decode" and clu.dtype == "float32" and (clu.cluster, clu.threads) == (8, 1024)
 
@@ -746,16 +774,37 @@ def _resident_config(core: RegisterConfig | ClusterConfig, launch: dict):
     )
 
 
-def _split_cluster(spec: DeviceSpec, rows: int, parts: int, k: int) -> int:
+def _static_parts(spec: DeviceSpec, rows: int, n_env: int) -> int:
+    """CTAs a row of the static workspace split of ``rows`` rows of an ``n_env`` envelope (1:
+    one CTA a row): rows at least :data:`SPLIT_MIN_N` long, at most half the SMs of them, as
+    many CTAs as the SMs share out, each at least :data:`MIN_PART_ELEMS` scores."""
+    s = spec.sm_count
+    if rows <= s // 2 and n_env >= SPLIT_MIN_N:
+        return max(1, min(s // rows, -(-n_env // MIN_PART_ELEMS)))
+    return 1
+
+
+def _short_split_chunks(spec: DeviceSpec, rows: int, n_env: int) -> bool:
+    """Whether the static workspace split of the launch (:func:`_static_parts`) has at least
+    two CTAs a row, each reading at most :data:`CLUSTER_SPLIT_MIN_CHUNK` scores: where it
+    measured faster than a cluster split or the cluster family's eight 1024-thread CTAs."""
+    parts = _static_parts(spec, rows, n_env)
+    return parts > 1 and -(-n_env // parts) <= CLUSTER_SPLIT_MIN_CHUNK
+
+
+def _split_cluster(spec: DeviceSpec, rows: int, parts: int, k: int, n_env: int) -> int:
     """The cluster size of the cluster split that replaces a workspace split of ``parts``
-    CTAs a row (a static split: ``rows * parts <= SMs``), or 0 to keep it: eight for
-    :data:`CLUSTER_SPLIT_MIN_ROWS` to :data:`CLUSTER_SPLIT_MAX_ROWS` rows at K above
-    :data:`CLUSTER_SPLIT_MIN_K` (where the split has at least eight CTAs a row and the device
-    schedules eight), two from :data:`CLUSTER_PAIR_MIN_ROWS` rows."""
+    CTAs a row (a static split: ``rows * parts <= SMs``) over an ``n_env`` envelope, or 0 to
+    keep it: eight for :data:`CLUSTER_SPLIT_MIN_ROWS` to :data:`CLUSTER_SPLIT_MAX_ROWS` rows at
+    K above :data:`CLUSTER_SPLIT_MIN_K` (where the split has at least eight CTAs a row, each
+    reading more than :data:`CLUSTER_SPLIT_MIN_CHUNK` scores, and the device schedules
+    eight), two from :data:`CLUSTER_PAIR_MIN_ROWS` rows at K above
+    :data:`CLUSTER_PAIR_MIN_K`."""
     if rows <= CLUSTER_SPLIT_MAX_ROWS:
         fits = k > CLUSTER_SPLIT_MIN_K and 8 <= min(parts, spec.max_cluster_size)
+        fits = fits and -(-n_env // parts) > CLUSTER_SPLIT_MIN_CHUNK
         return 8 if fits and rows >= CLUSTER_SPLIT_MIN_ROWS else 0
-    return 2 if rows >= CLUSTER_PAIR_MIN_ROWS else 0
+    return 2 if rows >= CLUSTER_PAIR_MIN_ROWS and k > CLUSTER_PAIR_MIN_K else 0
 
 
 def _cluster_split_replaces_register(spec: DeviceSpec, reg: RegisterConfig, rows: int, k: int):
