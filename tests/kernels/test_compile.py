@@ -7,8 +7,8 @@ land in local memory or a stack frame. A probe kernel ties each family's declare
 shared-memory size to what its allocation code really allocates.
 
 The audit has two tiers. ``nox -s tests`` (CI) compiles every configuration for sm_90a, the
-first target (510 compiles, 27 minutes on two cores in a CI run of 32). sm_100a's configurations are
-a subset of sm_90a's; their compiles are marked ``slow`` and run with the rest in
+first target (510 compiles, 27 minutes on two cores in a CI run of 32), those only sm_100a's
+router chooses included; the sm_100a compiles are marked ``slow`` and run with the rest in
 ``nox -s audit`` (both targets, about 1,000 compiles), which a change to a kernel or to the
 routing runs before it lands. (The float16 and bfloat16 builds of one configuration are both in
 CI's tier: their register counts differ by up to 18.)
@@ -30,9 +30,19 @@ from gvr_kernels.registry import COMPILE_TARGETS, family_of, routable_configs  #
 from gvr_kernels.streaming import StreamingConfig  # noqa: E402
 from shared_probe import MARK, bracket_hist  # noqa: E402
 
-CASES = [(cfg, arch) for arch, spec in COMPILE_TARGETS.items() for cfg in routable_configs(spec)]
 #: The target every configuration is audited for in CI; the others are ``slow``.
 FIRST_TARGET = "sm_90a"
+#: The configurations each target's router chooses.
+ROUTED = {arch: list(routable_configs(spec)) for arch, spec in COMPILE_TARGETS.items()}
+#: Every target's configurations for that target, and the first target's tier also holds the
+#: ones only another target routes (a device that schedules clusters of at most eight routes
+#: the cluster split at one or two rows, where the H200 runs 16-CTA clusters).
+CASES = [(cfg, arch) for arch, cfgs in ROUTED.items() for cfg in cfgs]
+CASES += [
+    (cfg, FIRST_TARGET)
+    for cfg in dict.fromkeys(c for cfgs in ROUTED.values() for c in cfgs)
+    if cfg not in ROUTED[FIRST_TARGET]
+]
 
 
 def _unrouted() -> list:
@@ -110,25 +120,31 @@ def audits(request):
 
 
 def test_router_covers_every_family_and_core():
-    names = {cfg.name for cfg, _ in CASES}
+    names = {cfg.name for cfg in ROUTED[FIRST_TARGET]}
     # Every target routes the same configurations, but the 16-CTA clusters only where the
-    # device schedules them (DeviceSpec.max_cluster_size).
-    portable = {c.name for c, _ in CASES if getattr(c, "cluster", 1) <= 8}
+    # device schedules them (DeviceSpec.max_cluster_size), where its eight-CTA cluster rows
+    # of one or two rows take the cluster split of eight instead.
+    portable = {n for n in names if "_x16_" not in n}
     assert portable < names
     for arch, spec in COMPILE_TARGETS.items():
-        routed = [c.name for c, a in CASES if a == arch]
+        routed = [c.name for c in ROUTED[arch]]
         assert len(routed) == len(set(routed))
-        assert set(routed) == (names if spec.max_cluster_size >= 16 else portable), arch
+        if spec.max_cluster_size >= 16:
+            assert set(routed) == names, arch
+        else:
+            assert portable <= set(routed), arch
+            assert all("_split_x8_" in n for n in set(routed) - portable), arch
     assert any(c.split for c, _ in CASES) and any(not c.split for c, _ in CASES)
     assert {family_of(c).name for c, _ in CASES} == {"streaming", "register", "cluster"}
 
 
 def test_audit_tiers():
-    """CI's tier holds every configuration on the first target; every configuration routed on
-    another target is also one of those (only its compile for that target is ``slow``)."""
+    """CI's tier holds every configuration on the first target, those only another target
+    routes included (only their compiles for that target are ``slow``)."""
     ci = {cfg for cfg, arch in CASES if not _full_audit_only(cfg, arch)}
     assert ci == {cfg for cfg, arch in CASES if arch == FIRST_TARGET}
     assert {cfg for cfg, _ in CASES} == ci
+    assert len(CASES) == len(set(CASES))
 
 
 @pytest.mark.parametrize("case", AUDIT_PARAMS)
