@@ -1,68 +1,131 @@
-"""The cluster split against the workspace split, as routed today, after the workspace
-split's meeting got faster (results: ``benchmarks/results/h100/tune_meet.log``)::
+"""Routed launches of the streaming splits against their alternatives, after the workspace
+split's meeting got faster (results: ``benchmarks/results/h100/tune_meet.log``,
+``tune_alt.log``, ``tune_aim.log``)::
 
-    CUTE_DSL_ARCH=sm_90a python3 tools/tune_meet.py --export DIR   # any machine
-    python3 tools/tune_meet.py --aot DIR [--rounds 3]             # the GPU
+    CUTE_DSL_ARCH=sm_90a python3 tools/tune_meet.py --set meet --export DIR   # any machine
+    python3 tools/tune_meet.py --set meet --aot DIR [--rounds 3]             # the GPU
+
+Sets (``--set``):
+
+- ``meet``: the cluster split (or the cluster core it replaces) against ``wsplit``, the
+  workspace split the router gives the same launch without any cluster (the streaming family
+  alone, ``routing._split_cluster`` answering 0);
+- ``alt``: the routed launch against ``wsplit``, ``rsplit`` (the ragged split, its envelope
+  gate ``RAGGED_MIN_N`` lowered to the cell's) and ``bulk`` (the 512-thread core's ragged
+  split of many rows, ``RAGGED_BULK_MIN_N`` lowered likewise), where they differ from it;
+- ``aim``: the routed launch against the same configuration aiming its first rung at two,
+  three and four K survivors (``StreamingConfig.aim_mult``; the routed aim not repeated).
 
 Per cell (rows, envelope, K, uniform full rows or the serving-like ragged lengths of
-``benchmarks/bench_topk.ragged_lengths``): ``routed``, the configuration
-``gvr_kernels.routing.route_static`` chooses for the H200's tables, and ``wsplit``, the
-workspace split the router gives the same launch without any cluster (the streaming family
-alone, ``routing._split_cluster`` answering 0). Both are exported ahead of time, then
-launched directly (``gvr_kernels.abi.KernelArgs``) on the same gaussian float32 rows,
-alternating, ``--rounds`` times: each time one CUDA-event median of 40 launches with the L2
-flushed before each (``device_streaming.timed_exact``, which checks every launch's answer
-against ``torch.topk`` first: ``INEXACT`` marks a cell that is not). Prints the median of the
-rounds and ``wsplit / routed``.
+``benchmarks/bench_topk.ragged_lengths``) every variant is routed with the H200's tables,
+exported ahead of time, then launched directly (``gvr_kernels.abi.KernelArgs``) on the same
+gaussian float32 rows, alternating, ``--rounds`` times: each time one CUDA-event median of 40
+launches with the L2 flushed before each (``device_streaming.timed_exact``, which checks every
+launch's answer against ``torch.topk`` first: ``INEXACT`` marks a cell that is not). Prints
+the median of the rounds and each variant's ratio to the routed launch.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-#: (rows, envelope, K, lengths): the cluster split's rows (3-12 rows, the cluster core's eight
-#: 1024-thread CTAs a row at 131,072) and the cluster pair's (32 and 64 rows).
-CELLS = [(b, n, k, "uniform") for b in (4, 8, 12) for n in (131072, 262144) for k in (1024, 2048)]
-CELLS += [(8, 262144, k, "ragged") for k in (512, 2048)]
-CELLS += [(32, n, k, "uniform") for n in (65536, 131072) for k in (512, 1024, 2048)]
-CELLS += [(64, 65536, k, kind) for k in (512, 2048) for kind in ("uniform", "ragged")]
+#: (rows, envelope, K, lengths) of each set.
+CELLS = {
+    # the cluster split's rows (3-12 rows, the cluster core's eight 1024-thread CTAs a row at
+    # 131,072) and the cluster pair's (32 and 64 rows)
+    "meet": [
+        (b, n, k, "uniform") for b in (4, 8, 12) for n in (131072, 262144) for k in (1024, 2048)
+    ]
+    + [(8, 262144, k, "ragged") for k in (512, 2048)]
+    + [(32, n, k, "uniform") for n in (65536, 131072) for k in (512, 1024, 2048)]
+    + [(64, 65536, k, kind) for k in (512, 2048) for kind in ("uniform", "ragged")],
+    # 65,536-score arenas of 8-512 rows, one or eight rows of the cluster family
+    "alt": [
+        (b, 65536, k, kind)
+        for b in (32, 64, 256, 512)
+        for k in (512, 2048)
+        for kind in ("uniform", "ragged")
+    ]
+    + [(1, 131072, k, "uniform") for k in (512, 1024, 2048)]
+    + [(8, 65536, k, "uniform") for k in (512, 1024, 2048)]
+    + [(8, 65536, k, "ragged") for k in (512, 2048)]
+    + [(1, 65536, k, "uniform") for k in (512, 1024)],
+    # the workspace, ragged and single-CTA streaming routes
+    "aim": [(1, 262144, k, "uniform") for k in (512, 1024, 2048)]
+    + [(8, 131072, k, "uniform") for k in (512, 2048)]
+    + [(8, 262144, 512, "uniform"), (8, 262144, 512, "ragged")]
+    + [(32, 262144, k, kind) for k in (512, 2048) for kind in ("uniform", "ragged")]
+    + [(128, 65536, k, "uniform") for k in (512, 2048)],
+}
 
 
-def variants(rows: int, n: int, k: int):
-    """``[(label, config, parts)]``: the routed launch, then the workspace split (when it
-    differs)."""
+@contextlib.contextmanager
+def _patched(**values):
+    """``gvr_kernels.routing``'s names set to ``values`` for the block."""
+    from gvr_kernels import routing
+
+    keep = {name: getattr(routing, name) for name in values}
+    for name, value in values.items():
+        setattr(routing, name, value)
+    try:
+        yield
+    finally:
+        for name, value in keep.items():
+            setattr(routing, name, value)
+
+
+def variants(which: str, rows: int, n: int, k: int):
+    """``[(label, config, parts)]`` of a cell in set ``which``: the routed launch first, then
+    each alternative that differs from every one before it."""
     from gvr_kernels import routing
     from gvr_kernels.spec import H200
 
+    out, seen = [], set()
+
+    def add(label, route):
+        if (route.config, route.parts) not in seen:
+            seen.add((route.config, route.parts))
+            out.append((label, route.config, route.parts))
+
     routed = routing.route_static(H200, rows=rows, n_env=n, k=k)
-    keep = routing._split_cluster
-    routing._split_cluster = lambda *a, **kw: 0
-    try:
-        ws = routing.route_static(H200, rows=rows, n_env=n, k=k, families=("streaming",))
-    finally:
-        routing._split_cluster = keep
-    out = [("routed", routed.config, routed.parts)]
-    if ws.config != routed.config:
-        out.append(("wsplit", ws.config, ws.parts))
+    add("routed", routed)
+    streaming = dict(rows=rows, n_env=n, k=k, families=("streaming",))
+    no_cluster = _patched(_split_cluster=lambda *a, **kw: 0)
+    if which in ("meet", "alt"):
+        with no_cluster:
+            add("wsplit", routing.route_static(H200, **streaming))
+    if which == "alt":
+        with _patched(RAGGED_MIN_N=n, _split_cluster=lambda *a, **kw: 0):
+            add("rsplit", routing.route_static(H200, **streaming))
+        with _patched(RAGGED_BULK_MIN_N=n):
+            add("bulk", routing.route_static(H200, **streaming))
+    if which == "aim":
+        for aim in (2, 3, 4):
+            cfg = replace(routed.config, aim_mult=aim)
+            add(f"a{aim}", replace(routed, config=cfg))
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--set", default="meet", choices=sorted(CELLS))
     ap.add_argument("--export", help="export the cells' configurations into this folder")
     ap.add_argument("--aot", help="time the cells with the kernels exported here")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    cells = CELLS[args.set]
     if args.export:
         import export_kernels
 
-        cfgs = {c for b, n, k, _ in CELLS for _, c, _ in variants(b, n, k)}
+        cfgs = {c for b, n, k, _ in cells for _, c, _ in variants(args.set, b, n, k)}
         export_kernels.export_all(sorted(cfgs, key=str), args.export, jobs=2)
         return
     import numpy as np
@@ -74,16 +137,16 @@ def main() -> None:
     kp = KernelProvider(args.aot)
     flush = timing_setup()
     print(
-        f"# tools/tune_meet.py on {torch.cuda.get_device_name()}: raw kernel us, medians of "
-        f"{args.rounds} rounds (each a median of 40 cold-L2 launches)",
+        f"# tools/tune_meet.py --set {args.set} on {torch.cuda.get_device_name()}: raw kernel "
+        f"us, medians of {args.rounds} rounds (each a median of 40 cold-L2 launches)",
         flush=True,
     )
-    for b, n, k, kind in CELLS:
+    for b, n, k, kind in cells:
         g = torch.Generator(device="cuda").manual_seed(b * 7 + n + k)
         logits = torch.randn(b, n, device="cuda", generator=g)
         lens = np.full(b, n) if kind == "uniform" else ragged_lengths(b, n)
         kv = torch.from_numpy(lens.astype(np.int32)).cuda()
-        vs = variants(b, n, k)
+        vs = variants(args.set, b, n, k)
         times = {label: [] for label, _, _ in vs}
         exact = dict.fromkeys(times, True)
         for _ in range(args.rounds):
@@ -92,13 +155,14 @@ def main() -> None:
                 times[label].append(us)
                 exact[label] &= ok
         med = {label: statistics.median(t) for label, t in times.items()}
-        line = f"b={b} n={n} k={k} {kind:7s} | " + " | ".join(
-            f"{label} {cfg.name} p{parts}: {med[label]:.2f}{'' if exact[label] else ' INEXACT'}"
-            for label, cfg, parts in vs
-        )
-        if "wsplit" in med:
-            line += f" | wsplit/routed {med['wsplit'] / med['routed']:.3f}"
-        print(line, flush=True)
+        parts_text = []
+        for label, cfg, parts in vs:
+            text = f"{label} {cfg.name} p{parts}: {med[label]:.2f}"
+            text += "" if exact[label] else " INEXACT"
+            if label != "routed":
+                text += f" ({med[label] / med['routed']:.3f})"
+            parts_text.append(text)
+        print(f"b={b} n={n} k={k} {kind:7s} | " + " | ".join(parts_text), flush=True)
 
 
 if __name__ == "__main__":

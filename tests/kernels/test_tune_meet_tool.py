@@ -1,5 +1,5 @@
-"""``tools/tune_meet.py`` times each cell's routed launch against the plain workspace split of
-the same rows (CPU: the variants it builds)."""
+"""``tools/tune_meet.py`` times each cell's routed launch against its alternatives (CPU: the
+variants it builds)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from gvr_kernels.spec import H200  # noqa: E402
 from tune_meet import CELLS, variants  # noqa: E402
 
 
-def test_variants_pair_the_route_with_the_workspace_split():
+def test_meet_pairs_the_route_with_the_workspace_split():
     keep = routing._split_cluster
     clustered = 0
-    for rows, n, k, _kind in CELLS:
-        got = variants(rows, n, k)
+    for rows, n, k, _kind in CELLS["meet"]:
+        got = variants("meet", rows, n, k)
         assert routing._split_cluster is keep  # (restored)
         label, routed, parts = got[0]
         assert label == "routed" and parts >= 1
@@ -31,3 +31,19 @@ def test_variants_pair_the_route_with_the_workspace_split():
         clustered += routed.family == "cluster" or bool(getattr(routed, "cluster", 0))
     # the cells the cluster split or the cluster family still serve are among them
     assert clustered >= 6
+
+
+def test_alt_and_aim_variants_differ_from_the_route():
+    keep = (routing.RAGGED_MIN_N, routing.RAGGED_BULK_MIN_N)
+    labels = set()
+    for which in ("alt", "aim"):
+        for rows, n, k, _kind in CELLS[which]:
+            got = variants(which, rows, n, k)
+            assert got[0][0] == "routed"
+            keys = [(cfg, parts) for _, cfg, parts in got]
+            assert len(keys) == len(set(keys))  # (each variant a launch of its own)
+            labels |= {label for label, _, _ in got}
+            if which == "aim":
+                assert {cfg.aim_mult for _, cfg, _ in got} == {2, 3, 4}
+    assert (routing.RAGGED_MIN_N, routing.RAGGED_BULK_MIN_N) == keep
+    assert labels == {"routed", "wsplit", "rsplit", "bulk", "a2", "a3", "a4"}
