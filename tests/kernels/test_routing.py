@@ -12,6 +12,7 @@ import pytest
 from gvr_kernels.cluster import ClusterConfig
 from gvr_kernels.register import RegisterConfig
 from gvr_kernels.routing import (
+    _SPLIT,
     BULK_MAX_K,
     BULK_ROWS_PER_SM,
     CLUSTER_ANY_K_N,
@@ -33,6 +34,8 @@ from gvr_kernels.routing import (
     REGISTER_MAX_N,
     REGISTER_WIDE_N,
     SMALL_ROW_N,
+    SPLIT_LOW_AIM,
+    SPLIT_LOW_AIM_MIN_K,
     SPLIT_MIN_N,
     STREAMING_DENSE_MIN,
     _cluster_core,
@@ -223,6 +226,15 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
     assert all(not c.deterministic for c in xsplit if c.cluster == 2)
     # (an L2 prefetch where no preload holds the chunk)
     assert all(c.prefetch == (0 if c.preload else CLUSTER_SPLIT_PREFETCH) for c in xsplit)
+    # the 1024-thread workspace and ragged splits of float32 decode launches without values
+    # or ties at K above SPLIT_LOW_AIM_MIN_K aim lower, in every preload form
+    low = [c for c in streaming if c.split and c.threads == 1024 and c.aim_mult == SPLIT_LOW_AIM]
+    streaming = [c for c in streaming if c not in low]
+    assert {(c.mode, c.dtype, c.with_values, c.deterministic) for c in low} == {
+        ("decode", "float32", False, False)
+    }
+    assert {replace(c, aim_mult=_SPLIT.aim_mult) for c in low} <= set(streaming)
+    assert {(c.ragged, c.preload) for c in low} == {(True, 0)} | {(False, p) for p in (0, 2, 3, 4)}
     # and the preloading form of the float32 decode / full split (three chunk sizes)
     pre = [c for c in streaming if c.preload]
     streaming = [c for c in streaming if not c.preload]
@@ -577,8 +589,11 @@ def test_block_skip_routes_only_at_the_working_set_gate():
             # the ragged split of many rows keeps one CTA a row when the maxima come
             plain = replace(plain, config=replace(plain.config, split=False, ragged=False))
             plain = replace(plain, parts=1, grid=rows, workspace_words=0)
-        # (the maxima keep the plain ladder: no dense rows)
-        assert r.config == replace(plain.config, block_skip=True, l2_hints=False, dense_min=0)
+        # (the maxima keep the plain ladder, no dense rows, and the split's aim of three K)
+        want = replace(plain.config, block_skip=True, l2_hints=False, dense_min=0)
+        if want.split and want.threads == 1024:
+            want = replace(want, aim_mult=_SPLIT.aim_mult)
+        assert r.config == want
         assert (r.parts, r.grid, r.workspace_words) == (
             plain.parts, plain.grid, plain.workspace_words,
         )  # fmt: skip
@@ -897,3 +912,29 @@ def test_streaming_routes_of_lean_decode_launches_sample_dense_rows():
         (512, False, False),
         (512, True, True),
     }
+
+
+def test_splits_of_lean_decode_launches_aim_lower_at_large_k():
+    """The workspace and ragged splits of float32 decode launches without values or ties aim
+    their first rung at ``SPLIT_LOW_AIM`` K above ``SPLIT_LOW_AIM_MIN_K``, three K up to it;
+    other launches, the cluster splits and the block-skip splits keep three K."""
+    for rows, n_env, parts_ok in ((1, 262144, 32), (8, 131072, 16), (32, 262144, None)):
+        for k in (SPLIT_LOW_AIM_MIN_K, SPLIT_LOW_AIM_MIN_K + 1, 2048):
+            r = route_static(H200, rows=rows, n_env=n_env, k=k)
+            assert r.config.split and not r.config.cluster
+            assert r.config.ragged == (rows == 32)
+            want = SPLIT_LOW_AIM if k > SPLIT_LOW_AIM_MIN_K else _SPLIT.aim_mult
+            assert r.config.aim_mult == want, (rows, n_env, k)
+            assert parts_ok is None or r.parts == parts_ok
+            for kw in (dict(with_values=True), dict(deterministic=True), dict(mode="full")):
+                other = route_static(H200, rows=rows, n_env=n_env, k=k, **kw)
+                if other.family == "streaming":  # (full rows of 8 x 131,072: the cluster family)
+                    assert other.config.split and other.config.aim_mult == _SPLIT.aim_mult, kw
+            bf16 = route_static(H200, rows=rows, n_env=n_env, k=k, dtype="bfloat16")
+            assert bf16.config.aim_mult == _SPLIT.aim_mult
+    # the cluster split of eight keeps three K
+    x8 = route_static(H200, rows=8, n_env=262144, k=2048).config
+    assert x8.cluster == 8 and x8.aim_mult == _SPLIT.aim_mult
+    # a launch that reads block maxima keeps it too
+    skip = route_static(H200, rows=1, n_env=262144 * 3, k=2048, block_skip=True).config
+    assert not skip.block_skip or skip.aim_mult == _SPLIT.aim_mult

@@ -329,6 +329,21 @@ CLUSTER_SPLIT_PREFETCH = 1
 #: two: rows just past twice K sampled lost up to 1.15x (b = 64, rows of 2,049, K = 1024).
 STREAMING_DENSE_MIN = 3
 
+#: Float32 decode launches without values or deterministic ties whose K is above
+#: ``SPLIT_LOW_AIM_MIN_K`` aim the workspace and ragged splits' first rung at
+#: ``SPLIT_LOW_AIM`` K survivors instead of three K: every survivor is published to the slab,
+#: gathered and binned by the finishing CTA, so at K = 2048 the third K costs more than the
+#: rarer retry it saves (a sample of 8,192 scores holds about 64 above the K-th score of a
+#: 262,144-score row, and the rung at rank 128 sits 8 standard deviations above). Measured on
+#: the H100 (``benchmarks/results/h100/tune_aim.log``, raw kernel times against the same
+#: configuration aiming at three K, every launch exact): K = 2048 0.95x at b = 1,
+#: n = 262,144, 0.94x at b = 8, n = 131,072, the ragged split at b = 32, n = 262,144 0.96x /
+#: 0.93x (uniform / serving-like ragged rows); K = 1024 even (1.00x), K = 512 1.00x-1.03x
+#: slower (a sample of 8,192 holds only 16 scores above the K-th there). The cluster splits
+#: keep three K (not measured).
+SPLIT_LOW_AIM_MIN_K = 1024
+SPLIT_LOW_AIM = 2
+
 #: The streaming cores the policy picks from (call-mode fields left at their defaults).
 _SPLIT = StreamingConfig(
     threads=1024, capacity=16384, split=True, unroll=4, aim_mult=3, sample_max=8192
@@ -685,6 +700,8 @@ def route_static(
         if cluster:
             return _routed_cluster_split(spec, cluster, launch)
         core = replace(_SPLIT, ragged=ragged)
+        if lean and k > SPLIT_LOW_AIM_MIN_K and not skips:
+            core = replace(core, aim_mult=SPLIT_LOW_AIM)
     elif rows <= s and n_env > SMALL_ROW_N:
         core = _SINGLE_1024
     else:
