@@ -91,9 +91,13 @@ def test_k_2048_cells_also_run_the_cluster_split():
     # cluster split, run no cluster split
     register = [label for label, _, _ in variants(H200, 128, 16384, 1024)]
     assert register == ["routed"] + [f"d{d}" for d in DENSE] + ["nowalk"]
-    assert len(variants(H200, 8, 131072, 2048)) == 1 + len(DENSE) + len(PASS)
+    on_split = variants(H200, 8, 262144, 2048)
+    assert on_split[0][1].cluster == 8
+    assert not any(label.startswith("x") for label, _, _ in on_split)
+    # (its pass variants but pf1, the route's own L2 prefetch)
+    assert len(on_split) == 1 + len(DENSE) + len(PASS) - 1
     # (a pass variant equal to the routed launch is left out)
-    got = variants(H200, 64, 65536, 512)
+    got = variants(H200, 64, 65536, 2048)  # (on the pair of CTAs: no cluster split variants)
     routed = got[0][1]
     same = [
         p for p in PASS if replace(routed, prefetch=p[1], unroll=p[2] or routed.unroll) == routed
