@@ -98,12 +98,12 @@ def variants(which: str, rows: int, n: int, k: int):
     routed = routing.route_static(H200, rows=rows, n_env=n, k=k)
     add("routed", routed)
     streaming = dict(rows=rows, n_env=n, k=k, families=("streaming",))
-    no_cluster = _patched(_split_cluster=lambda *a, **kw: 0)
+    no_cluster = dict(_split_cluster=lambda *a, **kw: 0)
     if which in ("meet", "alt"):
-        with no_cluster:
+        with _patched(**no_cluster):
             add("wsplit", routing.route_static(H200, **streaming))
     if which == "alt":
-        with _patched(RAGGED_MIN_N=n, _split_cluster=lambda *a, **kw: 0):
+        with _patched(RAGGED_MIN_N=n, **no_cluster):
             add("rsplit", routing.route_static(H200, **streaming))
         with _patched(RAGGED_BULK_MIN_N=n):
             add("bulk", routing.route_static(H200, **streaming))

@@ -801,12 +801,18 @@ def _static_parts(spec: DeviceSpec, rows: int, n_env: int) -> int:
     return 1
 
 
+def _long_chunks(n_env: int, parts: int) -> bool:
+    """Whether ``parts`` CTAs a row over an ``n_env`` envelope each read more than
+    :data:`CLUSTER_SPLIT_MIN_CHUNK` scores."""
+    return -(-n_env // parts) > CLUSTER_SPLIT_MIN_CHUNK
+
+
 def _short_split_chunks(spec: DeviceSpec, rows: int, n_env: int) -> bool:
     """Whether the static workspace split of the launch (:func:`_static_parts`) has at least
     two CTAs a row, each reading at most :data:`CLUSTER_SPLIT_MIN_CHUNK` scores: where it
     measured faster than a cluster split or the cluster family's eight 1024-thread CTAs."""
     parts = _static_parts(spec, rows, n_env)
-    return parts > 1 and -(-n_env // parts) <= CLUSTER_SPLIT_MIN_CHUNK
+    return parts > 1 and not _long_chunks(n_env, parts)
 
 
 def _split_cluster(spec: DeviceSpec, rows: int, parts: int, k: int, n_env: int) -> int:
@@ -819,7 +825,7 @@ def _split_cluster(spec: DeviceSpec, rows: int, parts: int, k: int, n_env: int) 
     :data:`CLUSTER_PAIR_MIN_K`."""
     if rows <= CLUSTER_SPLIT_MAX_ROWS:
         fits = k > CLUSTER_SPLIT_MIN_K and 8 <= min(parts, spec.max_cluster_size)
-        fits = fits and -(-n_env // parts) > CLUSTER_SPLIT_MIN_CHUNK
+        fits = fits and _long_chunks(n_env, parts)
         return 8 if fits and rows >= CLUSTER_SPLIT_MIN_ROWS else 0
     return 2 if rows >= CLUSTER_PAIR_MIN_ROWS and k > CLUSTER_PAIR_MIN_K else 0
 
