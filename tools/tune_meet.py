@@ -1,6 +1,7 @@
 """Routed launches of the streaming splits against their alternatives, after the workspace
-split's meeting got faster (results: ``benchmarks/results/h100/tune_meet.log``,
-``tune_alt.log``, ``tune_aim.log``)::
+split's meeting got faster, and other routing questions (results:
+``benchmarks/results/h100/tune_meet.log``, ``tune_alt.log``, ``tune_aim.log``,
+``tune_parts.log``, ``tune_many.log``, ``tune_rows2.log``; ``h200/tune_fill.log``)::
 
     CUTE_DSL_ARCH=sm_90a python3 tools/tune_meet.py --set meet --export DIR   # any machine
     python3 tools/tune_meet.py --set meet --aot DIR [--rounds 3]             # the GPU
@@ -14,7 +15,20 @@ Sets (``--set``):
   gate ``RAGGED_MIN_N`` lowered to the cell's) and ``bulk`` (the 512-thread core's ragged
   split of many rows, ``RAGGED_BULK_MIN_N`` lowered likewise), where they differ from it;
 - ``aim``: the routed launch against the same configuration aiming its first rung at two,
-  three and four K survivors (``StreamingConfig.aim_mult``; the routed aim not repeated).
+  three and four K survivors (``StreamingConfig.aim_mult``; the routed aim not repeated);
+- ``parts``: few long rows, the routed launch against ``wsplit`` and the workspace split with
+  parts of at least 4,096 and 2,048 scores (``MIN_PART_ELEMS`` lowered: ``p4096``,
+  ``p2048``), i.e. more CTAs a row, as many as the SMs share out;
+- ``many``: launches of 64-512 rows, the routed launch against the pair of 512-thread
+  cluster CTAs a row (``x2``, the cluster the router gives 32 rows of 16,384) and against the
+  routed streaming configuration with one to four tiles of bulk L2 prefetch (``pf1``-``pf4``,
+  ``StreamingConfig.prefetch``);
+- ``fill``: launches whose cluster route would pass half the SMs, the routed launch against
+  the cluster the router gives when clusters may fill every SM (``all``:
+  ``CLUSTER_SM_SHARE`` and ``SMALL_CLUSTER_SM_SHARE`` 1);
+- ``rows2``: 133-264 rows of one 512-thread streaming CTA each, the routed launch against one
+  tile of bulk L2 prefetch (``pf1``), the 512-thread ragged split of ``rows + SMs`` CTAs
+  (``bulk``, ``RAGGED_BULK_MIN_N`` lowered to the cell's envelope) and both (``bulk_pf1``).
 
 Per cell (rows, envelope, K, uniform full rows or the serving-like ragged lengths of
 ``benchmarks/bench_topk.ragged_lengths``) every variant is routed with the H200's tables,
@@ -64,6 +78,31 @@ CELLS = {
     + [(8, 262144, 512, "uniform"), (8, 262144, 512, "ragged")]
     + [(32, 262144, k, kind) for k in (512, 2048) for kind in ("uniform", "ragged")]
     + [(128, 65536, k, "uniform") for k in (512, 2048)],
+    # one to eight rows of 65,536-262,144 scores
+    "parts": [(1, n, k, "uniform") for n in (65536, 131072, 262144) for k in (512, 1024, 2048)]
+    + [(2, 262144, k, "uniform") for k in (512, 2048)]
+    + [(8, 65536, k, "uniform") for k in (512, 1024)],
+    # more rows than the cluster's half of the SMs, and long rows on one CTA among many
+    "many": [(b, 16384, k, "uniform") for b in (64, 128) for k in (512, 1024, 2048)]
+    + [(256, 65536, k, "ragged") for k in (512, 2048)]
+    + [(b, 65536, 512, "uniform") for b in (128, 512)],
+    # small clusters of 64-132 CTAs, the cluster family's of 96-128
+    "fill": [(32, 16384, k, "uniform") for k in (512, 1024, 2048)]
+    + [(24, 16384, 512, "uniform"), (32, 12288, 512, "uniform")]
+    + [(64, 16384, k, "uniform") for k in (512, 2048)]
+    + [(b, 8192, 2048, "uniform") for b in (32, 64)]
+    + [(16, 65536, k, "uniform") for k in (512, 2048)]
+    + [(12, 65536, 512, "uniform")]
+    + [(32, 32768, k, "uniform") for k in (512, 2048)]
+    + [(6, 131072, k, "uniform") for k in (512, 2048)],
+    # rows between one and two per SM on one 512-thread streaming CTA each
+    "rows2": [
+        (b, n, 512, kind)
+        for b in (160, 256)
+        for n in (32768, 65536, 131072)
+        for kind in ("uniform", "ragged")
+    ]
+    + [(256, 65536, 2048, kind) for kind in ("uniform", "ragged")],
 }
 
 
@@ -107,6 +146,27 @@ def variants(which: str, rows: int, n: int, k: int):
             add("rsplit", routing.route_static(H200, **streaming))
         with _patched(RAGGED_BULK_MIN_N=n):
             add("bulk", routing.route_static(H200, **streaming))
+    if which == "parts":
+        with _patched(**no_cluster):
+            add("wsplit", routing.route_static(H200, **streaming))
+        for part in (4096, 2048):
+            with _patched(MIN_PART_ELEMS=part, **no_cluster):
+                add(f"p{part}", routing.route_static(H200, **streaming))
+    if which == "many":
+        if n <= routing.REGISTER_MAX_N:
+            add("x2", routing.route_static(H200, rows=32, n_env=n, k=k))
+        elif routed.config.family == "streaming" and not routed.config.block_skip:
+            for pf in (1, 2, 4):
+                add(f"pf{pf}", replace(routed, config=replace(routed.config, prefetch=pf)))
+    if which == "fill":
+        with _patched(CLUSTER_SM_SHARE=1, SMALL_CLUSTER_SM_SHARE=1):
+            add("all", routing.route_static(H200, rows=rows, n_env=n, k=k))
+    if which == "rows2":
+        add("pf1", replace(routed, config=replace(routed.config, prefetch=1)))
+        with _patched(RAGGED_BULK_MIN_N=n):
+            bulk = routing.route_static(H200, **streaming)
+        add("bulk", bulk)
+        add("bulk_pf1", replace(bulk, config=replace(bulk.config, prefetch=1)))
     if which == "aim":
         for aim in (2, 3, 4):
             cfg = replace(routed.config, aim_mult=aim)

@@ -47,3 +47,32 @@ def test_alt_and_aim_variants_differ_from_the_route():
                 assert {cfg.aim_mult for _, cfg, _ in got} == {2, 3, 4}
     assert (routing.RAGGED_MIN_N, routing.RAGGED_BULK_MIN_N) == keep
     assert labels == {"routed", "wsplit", "rsplit", "bulk", "a2", "a3", "a4"}
+
+
+def test_parts_many_fill_and_rows2_variants():
+    """Each set's variants are launches of their own, built with the named routing constants
+    patched and then restored: more CTAs a split row (``parts``), the pair of cluster CTAs or
+    bulk prefetch (``many``), clusters over every SM (``fill``), the ragged split of up to two
+    rows per SM (``rows2``)."""
+    names = ("MIN_PART_ELEMS", "CLUSTER_SM_SHARE", "SMALL_CLUSTER_SM_SHARE", "RAGGED_BULK_MIN_N")
+    keep = {name: getattr(routing, name) for name in names}
+    seen = {}
+    for which in ("parts", "many", "fill", "rows2"):
+        for rows, n, k, _kind in CELLS[which]:
+            got = variants(which, rows, n, k)
+            assert got[0][0] == "routed"
+            keys = [(cfg, parts) for _, cfg, parts in got]
+            assert len(keys) == len(set(keys))
+            for label, cfg, parts in got[1:]:
+                seen.setdefault(which, set()).add(label)
+                if label in ("p4096", "p2048"):
+                    assert cfg.split and parts > got[0][2]
+                if label.startswith("pf"):
+                    assert cfg.prefetch == int(label[2:])
+                if label == "all":
+                    assert cfg.family == "cluster"
+                if label.startswith("bulk"):
+                    assert cfg.ragged and parts == min(rows - 1, H200.sm_count)
+    assert {name: getattr(routing, name) for name in names} == keep
+    assert seen["parts"] >= {"p4096", "p2048"} and seen["many"] >= {"x2", "pf1", "pf4"}
+    assert seen["fill"] == {"all"} and seen["rows2"] >= {"pf1", "bulk", "bulk_pf1"}

@@ -235,6 +235,16 @@ CLUSTER_ANY_K_N = 8192
 CLUSTER_LOW_K = 2048
 #: CTA size of those clusters.
 SMALL_CLUSTER_THREADS = 512
+#: The cluster family serves a launch while its CTAs take at most ``1 / CLUSTER_SM_SHARE``
+#: of the SMs (``_cluster_core``) ...
+CLUSTER_SM_SHARE = 2
+#: ... and the small clusters of ``_small_cluster`` at most ``1 / SMALL_CLUSTER_SM_SHARE``.
+#: Clusters over every SM measured slower where it counts (``tools/tune_meet.py --set fill``,
+#: ``benchmarks/results/h200/tune_fill.log``, raw kernel times): four 512-thread CTAs a row at
+#: b = 32, n = 16,384 9.1 -> 12.3-13.1 us, eight at b = 16, n = 65,536 13.1 / 12.7 -> 14.7 /
+#: 15.8 us (K = 512 / 2048); the few cells that gained 4-7 % sit beside cells of their shapes
+#: that lost.
+SMALL_CLUSTER_SM_SHARE = 2
 #: A float32 launch that passes block maxima skips blocks (``StreamingConfig.block_skip``)
 #: when its logits take at least this many bytes (``rows * n_env * 4``) ...
 BLOCK_SKIP_MIN_BYTES = 128 << 20
@@ -495,11 +505,11 @@ def _cluster_core(
     ``REGISTER_MAX_N`` take :func:`_small_cluster` (up to ``CLUSTER_ANY_K_N`` only at K of at
     least ``CLUSTER_LOW_K``).
     """
-    limit = spec.sm_count // 2
+    limit = spec.sm_count // CLUSTER_SM_SHARE
     if CLUSTER_MIN_N < n_env <= REGISTER_MAX_N:
         if n_env <= CLUSTER_ANY_K_N and k < CLUSTER_LOW_K:
             return None
-        return _small_cluster(spec, rows, n_env, dtype, limit)
+        return _small_cluster(spec, rows, n_env, dtype, spec.sm_count // SMALL_CLUSTER_SM_SHARE)
     if not REGISTER_MAX_N < n_env <= CLUSTER_WIDE_N:
         return None
     half = dtype != "float32"
