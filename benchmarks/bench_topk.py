@@ -820,8 +820,8 @@ def build_cases(set_name: str, g, args):
                         yield decode_case(set_name, k, b, n, g, family=fam)
     elif set_name in RAGGED_SETS:
         for k in (512, 2048):
-            for width in RAGGED_WIDTHS:
-                for b in RAGGED_B:
+            for width in args.ragged_widths or RAGGED_WIDTHS:
+                for b in args.ragged_b or RAGGED_B:
                     yield ragged_case(k, b, width, g, seed=args.seed, set_name=set_name)
     elif set_name in ("half", "half-graph"):
         _, ns, bs = grid_shape(set_name, args)
@@ -1701,6 +1701,17 @@ def parse_args(argv=None):
         default=None,
         help=f"comma-separated batches of those sets (default {','.join(map(str, GRID_B))})",
     )
+    ap.add_argument(
+        "--ragged-widths",
+        default=None,
+        help="comma-separated arena widths of the ragged sets "
+        f"(default {','.join(map(str, RAGGED_WIDTHS))})",
+    )
+    ap.add_argument(
+        "--ragged-b",
+        default=None,
+        help=f"comma-separated batches of the ragged sets (default {','.join(map(str, RAGGED_B))})",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--warmup-s",
@@ -1721,7 +1732,9 @@ def parse_args(argv=None):
     bad = [p for p in args.providers if p not in PROVIDERS]
     if bad:
         ap.error(f"unknown providers {bad}; known: {PROVIDERS}")
-    for name, default in (("grid_n", GRID_N), ("grid_b", GRID_B)):
+    for name, default in (
+        ("grid_n", GRID_N), ("grid_b", GRID_B), ("ragged_widths", None), ("ragged_b", None)
+    ):  # fmt: skip
         text = getattr(args, name)
         if text is None:
             setattr(args, name, None if args.quick else default)

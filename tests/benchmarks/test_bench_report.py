@@ -88,7 +88,13 @@ def test_grid_options():
     assert bt.grid_shape("decode-grid", quick)[1:] == ((16384, 262144), (1, 128))
     assert bt.grid_shape("half-graph", quick)[1:] == ((16384, 262144), (1, 512))
     assert bt.grid_shape("graph", bt.parse_args(["--quick", "--grid-b", "8"]))[2] == (8,)
-    for bad in (["--grid-n", "0,4096"], ["--grid-b", "x"], ["--grid-n", ","]):
+    # the ragged sets' arenas and batches (None: RAGGED_WIDTHS, RAGGED_B)
+    assert (full.ragged_widths, full.ragged_b) == (None, None)
+    args = bt.parse_args(["--ragged-widths", "131072", "--ragged-b", "160,256"])
+    assert (args.ragged_widths, args.ragged_b) == ((131072,), (160, 256))
+    for bad in (
+        ["--grid-n", "0,4096"], ["--grid-b", "x"], ["--grid-n", ","], ["--ragged-b", "0"],
+    ):  # fmt: skip
         with pytest.raises(SystemExit):
             bt.parse_args(bad)
 
