@@ -27,6 +27,8 @@ from gvr_kernels.routing import (
     MIN_PART_ELEMS,
     PRELOAD_MAX,
     RAGGED_BULK_EXTRA_PER_SM,
+    RAGGED_BULK_FEW_MIN_N,
+    RAGGED_BULK_FEW_ROWS_PER_SM,
     RAGGED_BULK_MAX_ROWS,
     RAGGED_BULK_MIN_N,
     RAGGED_MIN_N,
@@ -88,16 +90,22 @@ def test_route_static_policy():
 
 
 def test_ragged_split_of_many_rows():
-    """More rows than SMs (up to RAGGED_BULK_MAX_ROWS) with a long envelope: the 512-thread
-    core as a ragged split of ``rows + extra`` CTAs, ``extra = min(rows - 1, SMs)``, so rows of
-    one length get one CTA each; a split row meets in one of ``min(rows, extra)`` slots."""
+    """More rows than SMs (up to RAGGED_BULK_MAX_ROWS) with a long envelope (up to
+    RAGGED_BULK_FEW_ROWS_PER_SM rows per SM, a shorter one): the 512-thread core as a ragged
+    split of ``rows + extra`` CTAs, ``extra = min(rows - 1, SMs)``, so rows of one length get
+    one CTA each; a split row meets in one of ``min(rows, extra)`` slots."""
     s = H200.sm_count
+    assert RAGGED_BULK_FEW_ROWS_PER_SM == 2
     for rows, n_env, mode, ragged in (
         (s + 1, RAGGED_BULK_MIN_N, "decode", True),
         (256, 262144, "prefill", True),
         (RAGGED_BULK_MAX_ROWS, 200000, "decode", True),
         (RAGGED_BULK_MAX_ROWS + 1, 262144, "decode", False),
-        (256, RAGGED_BULK_MIN_N - 1, "decode", False),
+        # up to two rows per SM from the shorter envelope
+        (256, RAGGED_BULK_MIN_N - 1, "decode", True),
+        (2 * s, RAGGED_BULK_FEW_MIN_N, "prefill", True),
+        (2 * s + 1, RAGGED_BULK_MIN_N - 1, "decode", False),
+        (256, RAGGED_BULK_FEW_MIN_N - 1, "decode", False),
         (256, 262144, "full", False),
         (s, 262144, "decode", False),
     ):

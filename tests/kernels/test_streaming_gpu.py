@@ -472,6 +472,9 @@ RAGGED = [
     (2048, 200, 131076, "dsa_like"),
     (1024, 500, 140000, "tie_flood"),
     (2048, 133, 262144, "quantized"),
+    # up to two rows per SM from a shorter envelope (RAGGED_BULK_FEW_MIN_N)
+    (512, 200, 100000, "gaussian"),
+    (2048, 264, 65540, "dsa_like"),
 ]
 
 
@@ -512,7 +515,7 @@ def test_ragged_split_families(kp, family):
     prefill windows (misaligned starts) on the ragged split (of few rows and of more rows than
     SMs); every answer exact."""
     k = 2048
-    for rows, width in ((32, 200000), (60, 140000), (256, 140000)):
+    for rows, width in ((32, 200000), (60, 140000), (256, 140000), (160, 90000)):
         g = rng(10, rows, FAMILIES.index(family))
         dense = make_dense_batch(g, rows=rows, k=k, width=width, row_stride=width, family=family)
         x = np.array(dense.logits, dtype=np.float32)

@@ -136,6 +136,8 @@ __all__ = [
     "RAGGED_BULK_MIN_N",
     "RAGGED_BULK_MAX_ROWS",
     "RAGGED_BULK_EXTRA_PER_SM",
+    "RAGGED_BULK_FEW_MIN_N",
+    "RAGGED_BULK_FEW_ROWS_PER_SM",
     "REGISTER_MAX_N",
     "REGISTER_WIDE_N",
     "BRACKET_MAX_VECS",
@@ -192,6 +194,16 @@ RAGGED_MIN_N = 131073
 RAGGED_BULK_MIN_N = 131073
 RAGGED_BULK_MAX_ROWS = 512
 RAGGED_BULK_EXTRA_PER_SM = 1
+#: Launches of at most ``RAGGED_BULK_FEW_ROWS_PER_SM`` rows per SM take that ragged split from
+#: the shorter envelope ``RAGGED_BULK_FEW_MIN_N`` (``tools/tune_meet.py --set rows2``,
+#: ``benchmarks/results/h100/tune_rows2.log``, the H100, raw kernel times, K = 512): serving-like
+#: ragged rows at n = 131,072 take 17.6 us against 26.3 at b = 160 and 21.3 against 27.3 at
+#: b = 256, at n = 65,536 (not routed) 15.1 against 18.8 and 18.0 against 18.8 (K = 2048:
+#: 17.9 against 19.6); rows of equal length pay 2-5 % (n = 131,072: 47.3 against 45.9 us at
+#: b = 160, 61.3 against 59.9 at b = 256). At n = 32,768 ragged rows gained 4-5 % and rows of
+#: equal length lost 7 %.
+RAGGED_BULK_FEW_MIN_N = 65537
+RAGGED_BULK_FEW_ROWS_PER_SM = 2
 #: Envelopes at most this long run on 512-thread CTAs (two per SM) at any batch.
 SMALL_ROW_N = 4096
 #: Largest K the kernels serve.
@@ -719,7 +731,10 @@ def route_static(
         ragged = (
             mode != "full"
             and s < rows <= RAGGED_BULK_MAX_ROWS
-            and n_env >= RAGGED_BULK_MIN_N
+            and (
+                n_env >= RAGGED_BULK_MIN_N
+                or (n_env >= RAGGED_BULK_FEW_MIN_N and rows <= RAGGED_BULK_FEW_ROWS_PER_SM * s)
+            )
             and not skips
         )
         if ragged:
