@@ -196,10 +196,11 @@ def case_paths(kern, g):
     """Rows built to reach every path; the kernel's recorded path must equal the model's."""
     total = 0
     for split in (False, True):
-        b = 1 if split else RAGGED_BULK_MAX_ROWS + 88  # (one CTA a row past the ragged split)
+        # (split: five rows, one of each kind; else one CTA a row past the ragged split)
+        b = 5 if split else RAGGED_BULK_MAX_ROWS + 88
         k = 2048
         n = 131072
-        route = route_static(SPEC, rows=b, n_env=n, k=k)
+        route = route_static(SPEC, rows=b, n_env=n, k=k, families=("streaming",))
         assert (route.parts > 1) == split, route
         mcfg = ModelConfig(route.ladder, parts=route.parts)
         x = torch.randn(b, n, generator=g, device=DEV)
@@ -467,6 +468,11 @@ def main():
             (case_decode, (1024, 40, 140000, "gaussian"), {"ragged": True}),  # ragged split
             # ragged split of more rows than SMs (512-thread CTAs, rows meeting in slots)
             (case_decode, (1024, 150, 140000, "gaussian"), {"ragged": True}),
+            # ... and of up to two rows per SM from a shorter envelope
+            (case_decode, (512, 200, 100000, "gaussian"), {"ragged": True}),
+            # K above 1024: the split and the ragged split aim at 2 K survivors
+            (case_decode, (2048, 1, 40000, "gaussian"), {}),
+            (case_decode, (2048, 40, 140000, "gaussian"), {"ragged": True}),
         ):
             rows += case(kern, g, *args_, streaming=True, **kw)
     if args.check:
