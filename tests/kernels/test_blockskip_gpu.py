@@ -56,12 +56,20 @@ def maxima(logits, loosen=None, windows=None):
 
 def skip_route(rows, width, k, mode, dtype="float32", parts=None):
     """The streaming route of the launch with block skip forced on (whatever the working set
-    gate says), or with ``parts`` CTAs per row."""
+    gate says), or with ``parts`` CTAs per row. Routed as a launch with values (the launch
+    replaces the flags), so none of the lean decode variants the router never gives a
+    block-skip launch (the cluster split, its prefetch, the low aim, dense rows); more rows
+    than SMs run one 512-thread CTA a row, as a launch passing maxima does (the router keeps
+    block-skip launches off the ragged split of many rows)."""
+    spec = helpers_spec()
     r = route_static(
-        helpers_spec(), rows=rows, n_env=width, k=k, mode=mode, dtype=dtype,
+        spec, rows=rows, n_env=width, k=k, mode=mode, dtype=dtype, with_values=True,
         families=("streaming",),
     )  # fmt: skip
-    cfg = replace(r.config, block_skip=True, l2_hints=False)
+    cfg = replace(r.config, block_skip=True, l2_hints=False, preload=0)
+    if cfg.ragged and rows > spec.sm_count:
+        cfg = replace(cfg, split=False, ragged=False)
+        r = replace(r, parts=1, grid=rows, workspace_words=0)
     if parts is not None and parts != r.parts:
         from gvr_kernels.routing import _SPLIT
 

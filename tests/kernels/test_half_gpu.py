@@ -205,7 +205,7 @@ def test_forced_paths_match_the_model(kp, split, dtype):
     from gvr_reference.workloads import DecodeBatch
 
     k, n = 2048, 131072
-    b = 9 if split else 160
+    b = 9 if split else 280  # (one CTA a row: past two rows a SM, no ragged split)
     route = route_static(kp.spec, rows=b, n_env=n, k=k, dtype=dtype)
     assert (route.parts > 1) == split
     fmt = key_format(dtype)

@@ -374,7 +374,7 @@ def _staged_selection(x, kv, k, traces, route, parts):
 
 @pytest.mark.parametrize("values,det", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("k", [512, 2048])
-@pytest.mark.parametrize("rows", [140, 70, 10])
+@pytest.mark.parametrize("rows", [280, 70, 10])
 def test_staged_selection_by_the_linear_level(kp, rows, k, values, det):
     """Rows built to reach each way the streaming family selects among its staged survivors
     (``gvr_kernels.device.linear``, CPU twin ``gvr_reference.model.linear_select``): the
@@ -382,7 +382,8 @@ def test_staged_selection_by_the_linear_level(kp, rows, k, values, det):
     radix levels (a tie class larger than ``LINEAR_CROSS_MAX`` at the K-th, an infinite
     score, an unsampled row holding ``-inf``); unsampled rows bracketed from their smallest
     key (one of ``k + 1`` scores, one far below the others, is taken whole). One
-    512-thread CTA a row (140 rows), one 1024-thread CTA (70), a split row (10: a workspace
+    512-thread CTA a row (280 rows: past two a SM, where this envelope takes no ragged
+    split), one 1024-thread CTA (70), a split row (10: a workspace
     split, or a cluster split where routed, at K = 2048 without values, whose sampled rows
     meet on the survivor bins, so only its unsampled rows select this way); with values and
     the deterministic tie rule. The recorded path equals the model's and
