@@ -150,6 +150,8 @@ BAD_CALLS = [
         x, torch.tensor([9, 9], dtype=torch.int32), out=o, compress_ratio=3)),
     (ValueError, "max_seq_len must be >= 0", lambda x, o: gvr_dispatch.topk_decode(
         x, torch.tensor([9, 9], dtype=torch.int32), out=o, max_seq_len=-1)),
+    (ValueError, "max_seq_len must be at most 2\\*\\*63 - 1", lambda x, o: gvr_dispatch.topk_decode(
+        x, torch.tensor([9, 9], dtype=torch.int32), out=o, max_seq_len=1 << 64)),
     (TypeError, "row_ends must be int32", lambda x, o: gvr_dispatch.topk_prefill(
         x, torch.zeros(2, dtype=torch.int32), torch.zeros(2), out=o)),
     (ValueError, "row_starts must have 2 entries", lambda x, o: gvr_dispatch.topk_prefill(

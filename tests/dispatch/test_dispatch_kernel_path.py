@@ -336,7 +336,20 @@ def test_fast_decode_path_matches_the_general_path():
         dict(out=torch.empty(6, 63, dtype=torch.int32)),
         dict(values=torch.empty(6, 64, dtype=torch.float64)),
     ]
+    # outputs over bytes the call reads: the logits, kv_lens
+    arena = torch.from_numpy(b.arena).view(-1)
+    declined += [
+        dict(out=arena[: 6 * 64].view(torch.int32).view(6, 64)),
+        dict(return_values=False, values=arena[5004 : 5004 + 6 * 64].view(6, 64)),
+    ]
     for kw in declined:
         assert fast(**kw) is None, kw
+    words = torch.zeros(6 * 64, dtype=torch.int32)
+    words[:3] = kv
+    args = (64, 2, 4, words.view(6, 64), None, False, msl, None, True, False)
+    assert d._decode_fast(x, words[:3], *args) is None
+    with pytest.raises(ValueError, match="out and kv_lens must not share memory"):
+        d._decode(x, words[:3], *args)
+    assert torch.equal(words[:3], kv) and not words[3:].any()  # nothing written
     odd = torch.from_numpy(b.arena).view(-1)[: 6 * 5001].view(6, 5001)[:, :5000]
     assert d._decode_fast(odd, kv, 64, 2, 4, None, None, True, msl, None, True, False) is None

@@ -313,6 +313,10 @@ def test_warmup_argument_errors():
         d.warmup(k=8, max_seq_len=10, progress="yes")
     with pytest.raises(ValueError, match="compress_ratio"):
         d.warmup(k=8, max_seq_len=10, compress_ratio=3)
+    # a device string torch cannot parse, or a device of another kind, names the argument
+    for bad in ("bogus", "meta", 2.5):
+        with pytest.raises(ValueError, match="device must be a CPU or CUDA device"):
+            d.warmup(k=8, max_seq_len=10, device=bad, progress=False)
 
 
 def test_warmup_under_capture_raises():

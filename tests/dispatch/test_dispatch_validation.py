@@ -382,6 +382,51 @@ def test_outputs_must_not_share_memory_with_the_logits(dtype):
         assert torch.equal(torch.gather(x.float(), 1, got.long()), want)
 
 
+def test_outputs_must_not_share_memory_with_the_index_inputs():
+    """``kv_lens``, ``lengths``, ``row_starts`` and ``row_ends`` are read while ``out`` and
+    ``values`` are written (an ``out`` over ``kv_lens`` would overwrite later rows' lengths
+    first), so an output over their bytes is refused before anything is written, on the warm
+    CPU path (its direct entry defers such buffers) and the kernel path."""
+    logits = torch.randn(ROWS, WIDTH)
+    gvr_dispatch.topk(logits, K)  # warm
+    full = torch.full((ROWS,), WIDTH, dtype=torch.int32)
+    zero = torch.zeros(ROWS, dtype=torch.int32)
+    cases = [  # (call on a buffer w of ROWS * K words whose first ROWS hold WIDTH, names)
+        (lambda w: gvr_dispatch.topk_decode(logits, w[:ROWS], K, out=w.view(ROWS, K)),
+         "out and kv_lens"),
+        (lambda w: gvr_dispatch.topk(logits, K, w[:ROWS], out=w.view(ROWS, K)),
+         "out and lengths"),
+        (lambda w: gvr_dispatch.topk(logits, K, w[:ROWS],
+                                     values=w.view(torch.float32).view(ROWS, K)),
+         "values and lengths"),
+        (lambda w: gvr_dispatch.topk_prefill(logits, zero, w[:ROWS], K, out=w.view(ROWS, K)),
+         "out and row_ends"),
+        (lambda w: gvr_dispatch.topk_prefill(logits, w[ROWS : 2 * ROWS], full, K,
+                                             out=w.view(ROWS, K)),
+         "out and row_starts"),
+    ]  # fmt: skip
+    d, _, _ = fake_dispatcher()
+    cases.append(
+        (lambda w: d.topk_decode(logits, w[:ROWS], K, out=w.view(ROWS, K)), "out and kv_lens")
+    )
+    for call, names in cases:
+        words = torch.zeros(ROWS * K, dtype=torch.int32)
+        words[:ROWS] = WIDTH
+        before = words.clone()
+        with pytest.raises(ValueError, match=f"{names} must not share memory"):
+            call(words)
+        assert torch.equal(words, before), names  # nothing written
+    # the lengths and the output in disjoint parts of one allocation are fine
+    words = torch.zeros(ROWS + ROWS * K, dtype=torch.int32)
+    words[:ROWS] = WIDTH
+    for topk_decode in (gvr_dispatch.topk_decode, d.topk_decode):
+        got = topk_decode(logits, words[:ROWS], K, out=words[ROWS:].view(ROWS, K))
+        assert torch.equal(
+            torch.sort(torch.gather(logits, 1, got.long()), 1).values,
+            torch.sort(torch.topk(logits, K).values, 1).values,
+        )
+
+
 def test_sparse_logits_are_refused_naming_them():
     for dtype in (torch.float32, torch.float16):
         sparse = torch.randn(ROWS, WIDTH).to(dtype).to_sparse()

@@ -254,6 +254,10 @@ def direct(
     for buf in (out, values):
         if buf is not None and shares_storage(buf, logits):
             return None
+        # (an output over an index input would overwrite lengths not yet read)
+        for t in (a, b):
+            if buf is not None and t is not None and shares_storage(buf, t):
+                return None
     try:  # tensors without strided storage (sparse, mkldnn) raise here
         s0, s1 = logits.stride()
         x_address = logits.data_ptr()

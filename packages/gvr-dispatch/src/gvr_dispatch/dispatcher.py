@@ -40,6 +40,7 @@ from .validation import (
     HALF_DTYPES,
     KERNEL_MAX_K,
     KERNEL_MAX_WIDTH,
+    MAX_SEQ_LEN_MAX,
     check_compress_ratio,
     check_cpu_k,
     check_disjoint,
@@ -246,7 +247,7 @@ class Dispatcher:
             dev = self.runtime.current_index()
         if max_seq_len is None:
             n_env = width
-        elif max_seq_len >= 0:
+        elif 0 <= max_seq_len <= MAX_SEQ_LEN_MAX:
             n_env = min(max(max_seq_len >> cr_shift, 1), width)
         else:
             return None
@@ -256,8 +257,26 @@ class Dispatcher:
         if launch is None:
             return None
         s0, s1 = logits.stride()
-        if s1 != 1 or s0 & _VMASK[logits.dtype] or logits.data_ptr() & 15 or logits.requires_grad:
+        x0 = logits.data_ptr()
+        if s1 != 1 or s0 & _VMASK[logits.dtype] or x0 & 15 or logits.requires_grad:
             return None
+        if out is not None or values is not None:
+            # An output over the bytes the logits, kv_lens or block_max span (read while it
+            # is written): the general path refuses it, naming the pair.
+            esize = logits.element_size()
+            spans = [(x0, x0 + esize * ((rows - 1) * s0 + width))]
+            p0 = kv_lens.data_ptr()
+            spans.append((p0, p0 + 4 * batch))  # (stride 1, or one entry)
+            if skip:
+                m0 = block_max.data_ptr()
+                spans.append((m0, m0 + 4 * ((rows - 1) * block_max.stride(0) + block_max.shape[1])))
+            for buf, size in ((out, 4), (values, esize)):
+                if buf is not None:
+                    b0 = buf.data_ptr()
+                    b1 = b0 + size * rows * k
+                    for a0, a1 in spans:
+                        if b0 < a1 and a0 < b1:
+                            return None
         if not self._one_device and dev != self.runtime.current_index():
             return None
         d = launch.dummies
@@ -302,7 +321,10 @@ class Dispatcher:
             self._cpu_direct_ok
             and block_max is None
             and workspace is None
-            and (max_seq_len is None or (type(max_seq_len) is int and max_seq_len >= 0))
+            and (
+                max_seq_len is None
+                or (type(max_seq_len) is int and 0 <= max_seq_len <= MAX_SEQ_LEN_MAX)
+            )
         ):
             res = cpu.direct(
                 cpu.WINDOW_DECODE, logits, kv_lens, None, k, next_n, compress_ratio, out,
@@ -323,7 +345,9 @@ class Dispatcher:
             raise ValueError(
                 f"kv_lens.numel() * next_n must equal logits.shape[0]: {batch} * {next_n} != {rows}"
             )
-        if max_seq_len is not None and (type(max_seq_len) is not int or max_seq_len < 0):
+        if max_seq_len is not None and (
+            type(max_seq_len) is not int or not 0 <= max_seq_len <= MAX_SEQ_LEN_MAX
+        ):
             max_seq_len = check_max_seq_len(max_seq_len)
         k, want_values = self._check_common(
             k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
@@ -335,6 +359,7 @@ class Dispatcher:
                 block_max, logits, rows, width,
                 lambda: cpu.decode_windows_of(kv_lens.cpu(), next_n, cr_shift, width),
             )  # fmt: skip
+        self._check_inputs_apart(out, values, (kv_lens, "kv_lens"), (block_max, "block_max"))
         if rows == 0 or width == 0:
             return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
@@ -420,6 +445,10 @@ class Dispatcher:
                 block_max, logits, rows, width,
                 lambda: cpu.prefill_windows_of(row_starts.cpu(), row_ends.cpu(), width),
             )  # fmt: skip
+        self._check_inputs_apart(
+            out, values, (row_starts, "row_starts"), (row_ends, "row_ends"),
+            (block_max, "block_max"),
+        )  # fmt: skip
         if rows == 0 or width == 0:
             return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
@@ -503,6 +532,7 @@ class Dispatcher:
                     None if lengths is None else lengths.cpu(), rows, width
                 ),
             )  # fmt: skip
+        self._check_inputs_apart(out, values, (lengths, "lengths"), (block_max, "block_max"))
         if rows == 0 or width == 0:
             return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
@@ -655,6 +685,22 @@ class Dispatcher:
         for buf, name in ((out, "out"), (values, "values")):
             if buf is not None:
                 check_disjoint(buf, name, logits, "logits", why)
+
+    @staticmethod
+    def _check_inputs_apart(out, values, *inputs) -> None:
+        """The output buffers must not share memory with an index input or the block maxima
+        (``inputs``: ``(tensor or None, name)`` pairs, read while the outputs are written: an
+        ``out`` over ``kv_lens`` would overwrite later rows' lengths before they are read).
+
+        Raises:
+            ValueError: one does (naming both).
+        """
+        for buf, name in ((out, "out"), (values, "values")):
+            if buf is None:
+                continue
+            for t, tname in inputs:
+                if t is not None:
+                    check_disjoint(buf, name, t, tname, f"{tname} is read while it is written")
 
     def _check_block_max(self, block_max, logits, rows, width, windows) -> None:
         """Validate ``block_max`` (``gvr_dispatch.blockmax``); in debug mode
@@ -890,7 +936,10 @@ class Dispatcher:
             return self.runtime.current_device()
         if isinstance(device, int) and not isinstance(device, bool):
             return torch.device(self._kernel_type, device)
-        device = torch.device(device)
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError) as e:
+            raise ValueError(f"device must be a CPU or CUDA device, got {device!r}") from e
         if device.type == self._kernel_type and device.index is None:
             return self.runtime.current_device()
         return device

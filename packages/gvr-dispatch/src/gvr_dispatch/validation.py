@@ -171,18 +171,25 @@ def check_compress_ratio(compress_ratio: object) -> int:
     return cr.bit_length() - 1
 
 
+#: Largest ``max_seq_len`` (an int64, as the torch ops take it).
+MAX_SEQ_LEN_MAX = (1 << 63) - 1
+
+
 def check_max_seq_len(max_seq_len: object) -> int | None:
-    """The decode length envelope in uncompressed tokens: ``None`` or an int >= 0.
+    """The decode length envelope in uncompressed tokens: ``None`` or an int in
+    ``[0, MAX_SEQ_LEN_MAX]``.
 
     Raises:
         TypeError: not an int.
-        ValueError: negative.
+        ValueError: negative, or past an int64.
     """
     if max_seq_len is None:
         return None
     m = check_int(max_seq_len, "max_seq_len")
     if m < 0:
         raise ValueError(f"max_seq_len must be >= 0, got {m}")
+    if m > MAX_SEQ_LEN_MAX:
+        raise ValueError(f"max_seq_len must be at most 2**63 - 1 (an int64), got {m}")
     return m
 
 
