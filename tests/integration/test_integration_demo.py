@@ -154,3 +154,27 @@ def test_an_inexact_long_row_fails_the_demo(monkeypatch):
     rc = demo.main([*SMALL, "-q", "--k", "512", "--compress-ratio", "4", "--weights", "positive"])
     assert rc == 1
     assert gvr_dispatch_topk is real
+
+
+def test_bad_options_are_usage_errors(capsys):
+    """Options no run can use exit with a usage error naming the option, before any work."""
+    for argv, text in (
+        (["--next-n", "0"], "--next-n must be >= 1"),
+        (["--k", "8192"], "--k must be in [1, 2048]"),
+        (["--compress-ratio", "3"], "--compress-ratio must be a power of two"),
+        (["--reps", "0"], "--reps must be >= 1"),
+        (["--batch", "0"], "--batch must be >= 1"),
+        (["--long-rows", "0"], "--long-rows must be >= 1"),
+        (["--device", "bogus"], "--device must be auto, cpu or cuda[:i]"),
+        (["--device", "meta"], "--device must be auto, cpu or cuda[:i]"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            demo.parse_args(argv)
+        assert exc.value.code == 2
+        assert text in capsys.readouterr().err, argv
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit):
+            demo.parse_args(["--device", "cuda"])
+        assert "no CUDA device is available" in capsys.readouterr().err
+    args = demo.parse_args(["--device", "cpu", "--k", "512", "--compress-ratio", "1", "4"])
+    assert (args.k, args.compress_ratio) == ([512], [1, 4])

@@ -334,7 +334,40 @@ def parse_args(argv=None) -> argparse.Namespace:
     g = p.add_mutually_exclusive_group()
     g.add_argument("-v", "--verbose", action="store_true", help="also show the library's logs")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    _check_args(p, args)
+    return args
+
+
+#: The largest K the demo asks for: the kernels' (``gvr_kernels.routing.MAX_K``), DSA's range.
+DEMO_MAX_K = 2048
+
+
+def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse values no run can use, naming the option (``p.error``: usage and exit 2)."""
+    bad_k = [k for k in args.k if not 1 <= k <= DEMO_MAX_K]
+    if bad_k:
+        p.error(f"--k must be in [1, {DEMO_MAX_K}], got {bad_k}")
+    for name in ("next_n", "long_rows"):
+        bad = [v for v in getattr(args, name) if v < 1]
+        if bad:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {bad}")
+    bad_cr = [c for c in args.compress_ratio if c < 1 or c & (c - 1)]
+    if bad_cr:
+        p.error(f"--compress-ratio must be a power of two, got {bad_cr}")
+    for name in ("batch", "reps", "long_batch", "steps"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+    if args.device != "auto":
+        try:
+            device = torch.device(args.device)
+        except RuntimeError:
+            p.error(f"--device must be auto, cpu or cuda[:i], got {args.device!r}")
+        if device.type not in ("cpu", "cuda"):
+            p.error(f"--device must be auto, cpu or cuda[:i], got {args.device!r}")
+        if device.type == "cuda" and not torch.cuda.is_available():
+            p.error(f"--device {args.device}: no CUDA device is available (use cpu or auto)")
 
 
 def main(argv=None) -> int:

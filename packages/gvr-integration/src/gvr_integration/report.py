@@ -210,7 +210,11 @@ class DemoReport:
             "verdict: " + ("OK" if self.ok else "FAILED"),
         ]
         if not self.results:
-            lines.insert(0, "no configuration fits the sample (K must be <= the cache width)")
+            lines.insert(
+                0,
+                "no configuration fits the sample (each K must be at most the cache width, and "
+                "compress_ratio 1 or the sample's)",
+            )
         for r in self.results:
             if r.first_failure:
                 lines.append(f"first failure ({r.weights} K={r.k} {r.mode}):\n{r.first_failure}")
