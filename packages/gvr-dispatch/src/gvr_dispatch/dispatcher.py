@@ -264,19 +264,19 @@ class Dispatcher:
             # An output over the bytes the logits, kv_lens or block_max span (read while it
             # is written): the general path refuses it, naming the pair.
             esize = logits.element_size()
-            spans = [(x0, x0 + esize * ((rows - 1) * s0 + width))]
+            x1 = x0 + esize * ((rows - 1) * s0 + width)
             p0 = kv_lens.data_ptr()
-            spans.append((p0, p0 + 4 * batch))  # (stride 1, or one entry)
+            p1 = p0 + 4 * batch  # (stride 1, or one entry)
+            m0 = m1 = 0
             if skip:
                 m0 = block_max.data_ptr()
-                spans.append((m0, m0 + 4 * ((rows - 1) * block_max.stride(0) + block_max.shape[1])))
+                m1 = m0 + 4 * ((rows - 1) * block_max.stride(0) + block_max.shape[1])
             for buf, size in ((out, 4), (values, esize)):
                 if buf is not None:
                     b0 = buf.data_ptr()
                     b1 = b0 + size * rows * k
-                    for a0, a1 in spans:
-                        if b0 < a1 and a0 < b1:
-                            return None
+                    if (b0 < x1 and x0 < b1) or (b0 < p1 and p0 < b1) or (b0 < m1 and m0 < b1):
+                        return None
         if not self._one_device and dev != self.runtime.current_index():
             return None
         d = launch.dummies
@@ -359,7 +359,7 @@ class Dispatcher:
                 block_max, logits, rows, width,
                 lambda: cpu.decode_windows_of(kv_lens.cpu(), next_n, cr_shift, width),
             )  # fmt: skip
-        self._check_inputs_apart(out, values, (kv_lens, "kv_lens"), (block_max, "block_max"))
+        self._check_apart(out, values, (kv_lens, "kv_lens"), (block_max, "block_max"))
         if rows == 0 or width == 0:
             return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
@@ -445,7 +445,7 @@ class Dispatcher:
                 block_max, logits, rows, width,
                 lambda: cpu.prefill_windows_of(row_starts.cpu(), row_ends.cpu(), width),
             )  # fmt: skip
-        self._check_inputs_apart(
+        self._check_apart(
             out, values, (row_starts, "row_starts"), (row_ends, "row_ends"),
             (block_max, "block_max"),
         )  # fmt: skip
@@ -532,7 +532,7 @@ class Dispatcher:
                     None if lengths is None else lengths.cpu(), rows, width
                 ),
             )  # fmt: skip
-        self._check_inputs_apart(out, values, (lengths, "lengths"), (block_max, "block_max"))
+        self._check_apart(out, values, (lengths, "lengths"), (block_max, "block_max"))
         if rows == 0 or width == 0:
             return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
@@ -605,7 +605,7 @@ class Dispatcher:
             if out is not None:
                 check_output(out, "out", torch.int32, logits.device, rows, k)
                 check_disjoint(out, "out", values, "values")
-        self._check_apart(logits, out, values)
+        self._check_apart(out, values, (logits, "logits"))
         out = call(padded_copy(logits, rows, width), k, out)
         if not (return_values or values is not None):
             return out
@@ -670,27 +670,15 @@ class Dispatcher:
             check_output(values, "values", vdt, device, rows, k)
             if out is not None:
                 check_disjoint(out, "out", values, "values")
-        self._check_apart(logits, out, values)
+        self._check_apart(out, values, (logits, "logits"))
         return k, return_values or values is not None
 
     @staticmethod
-    def _check_apart(logits, out, values) -> None:
-        """The output buffers must not share memory with the logits (read while they are
-        written).
-
-        Raises:
-            ValueError: one does (naming it).
-        """
-        why = "the logits are read while it is written"
-        for buf, name in ((out, "out"), (values, "values")):
-            if buf is not None:
-                check_disjoint(buf, name, logits, "logits", why)
-
-    @staticmethod
-    def _check_inputs_apart(out, values, *inputs) -> None:
-        """The output buffers must not share memory with an index input or the block maxima
-        (``inputs``: ``(tensor or None, name)`` pairs, read while the outputs are written: an
-        ``out`` over ``kv_lens`` would overwrite later rows' lengths before they are read).
+    def _check_apart(out, values, *inputs) -> None:
+        """The output buffers must not share memory with an input read while they are written
+        (``inputs``: ``(tensor or None, name)`` pairs: the logits, an index input, the block
+        maxima; an ``out`` over ``kv_lens`` would overwrite later rows' lengths before they
+        are read).
 
         Raises:
             ValueError: one does (naming both).
@@ -700,7 +688,8 @@ class Dispatcher:
                 continue
             for t, tname in inputs:
                 if t is not None:
-                    check_disjoint(buf, name, t, tname, f"{tname} is read while it is written")
+                    read = "the logits are" if tname == "logits" else f"{tname} is"
+                    check_disjoint(buf, name, t, tname, f"{read} read while it is written")
 
     def _check_block_max(self, block_max, logits, rows, width, windows) -> None:
         """Validate ``block_max`` (``gvr_dispatch.blockmax``); in debug mode

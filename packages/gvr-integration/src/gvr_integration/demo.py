@@ -44,6 +44,7 @@ from pathlib import Path
 import gvr_dispatch
 import numpy as np
 import torch
+from gvr_dispatch.validation import KERNEL_MAX_K
 from gvr_reference import validate
 from gvr_reference.realdata import indexer_scores, load_sample
 
@@ -339,15 +340,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-#: The largest K the demo asks for: the kernels' (``gvr_kernels.routing.MAX_K``), DSA's range.
-DEMO_MAX_K = 2048
-
-
 def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse values no run can use, naming the option (``p.error``: usage and exit 2)."""
-    bad_k = [k for k in args.k if not 1 <= k <= DEMO_MAX_K]
+    bad_k = [k for k in args.k if not 1 <= k <= KERNEL_MAX_K]  # (the kernels' K, DSA's range)
     if bad_k:
-        p.error(f"--k must be in [1, {DEMO_MAX_K}], got {bad_k}")
+        p.error(f"--k must be in [1, {KERNEL_MAX_K}], got {bad_k}")
     for name in ("next_n", "long_rows"):
         bad = [v for v in getattr(args, name) if v < 1]
         if bad:
