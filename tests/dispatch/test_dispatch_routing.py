@@ -334,6 +334,8 @@ def test_warmup_cpu_engine():
     rep = d.warmup(k=8, device="cpu")
     assert [e.name for e in rep.entries] == ["cpu_engine"]
     assert d.warmup(k=8).entries[0].source == "memory"
+    # a new dispatcher in a process that has the engine loaded says so (not "compiled")
+    assert Dispatcher(runtime=_NoCuda()).warmup(k=8, device="cpu").entries[0].source == "memory"
     assert d.warmup(k=4096, device="cpu").entries  # the CPU engine takes any K
     # the call flags are checked as on a GPU
     for kw, err, name in (

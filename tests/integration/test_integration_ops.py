@@ -76,7 +76,7 @@ FAKE_DECODE_BAD = [
     ("out_strided", ValueError, "out must be contiguous"),
     ("out_empty", ValueError, "k must be >= 1"),
     ("values_shape", ValueError, "values must have the shape"),
-    ("values_dtype", TypeError, "values must be float32"),
+    ("values_dtype", TypeError, "values must be torch.float32 (the logits dtype) or float32"),
     ("values_strided", ValueError, "values must be contiguous"),
     ("kv_count", ValueError, "kv_lens.numel() * next_n"),
     ("kv_dtype", TypeError, "kv_lens must be int32"),

@@ -239,4 +239,19 @@ def test_families_dense_long(family):
 
 
 def test_warmup_runs():
-    cpu_engine.warmup()
+    assert cpu_engine.warmup() in ("memory", "disk", "compiled")
+    # the row loops are loaded in this process now
+    assert cpu_engine.warmup() == "memory"
+
+
+@pytest.mark.parametrize("on_disk, source", [(True, "disk"), (False, "compiled")])
+def test_warmup_reports_where_the_loops_came_from(monkeypatch, on_disk, source):
+    from types import SimpleNamespace
+
+    fresh = SimpleNamespace(signatures=[])
+    monkeypatch.setattr(cpu_engine, "topk_rows_at_serial", fresh)
+    monkeypatch.setattr(cpu_engine, "topk_rows_at", fresh)
+    monkeypatch.setattr(cpu_engine, "_kernels_on_disk", lambda: on_disk)
+    monkeypatch.setattr(cpu_engine, "_announced", True)
+    monkeypatch.setattr(cpu_engine, "dense", lambda *a, **kw: None)
+    assert cpu_engine.warmup() == source

@@ -1085,8 +1085,7 @@ class Dispatcher:
 
     def _warmup_cpu(self, t0: float) -> WarmupReport:
         t = time.perf_counter()
-        source = "memory" if self._cpu_warm else "compiled"
-        cpu_engine.warmup()
+        source = "memory" if self._cpu_warm else cpu_engine.warmup()
         self._cpu_warm = True
         self._cpu_direct_ok = self._kernel_type != "cpu"
         report = WarmupReport(device="cpu")

@@ -165,7 +165,7 @@ def _fake_outputs(logits, out, values) -> None:
         torch._check_type(
             values.dtype in (torch.float32, logits.dtype),
             lambda: (
-                f"values must be float32 or the logits dtype {logits.dtype}, got {values.dtype}"
+                f"values must be {logits.dtype} (the logits dtype) or float32, got {values.dtype}"
             ),
         )
         torch._check_value(

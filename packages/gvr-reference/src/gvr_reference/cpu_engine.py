@@ -410,15 +410,26 @@ def dense(
     return _run(logits, starts, n, k, out, values, deterministic, sorted, return_values)
 
 
-def warmup() -> None:
+def warmup() -> str:
     """Compile (or load from the on-disk cache) every kernel the engine uses: the serial and
     the parallel row loops (one compiled function each serves values or none, sorted or
     not). The first call in a fresh environment compiles (10-60 s, announced by a
-    warning-level log record); later processes load the cache."""
+    warning-level log record); later processes load the cache.
+
+    Returns:
+        Where the row loops came from: ``"memory"`` (this process had them already),
+        ``"disk"`` (numba's on-disk cache) or ``"compiled"``.
+    """
+    loops = (topk_rows_at_serial, topk_rows_at)
+    if all(f.signatures for f in loops):
+        source = "memory"
+    else:
+        source = "disk" if _kernels_on_disk() else "compiled"
     if not _announced:
         _announce_compile()
     x = np.zeros((SERIAL_WORK // 4096 + 1, 4096), np.float32)
     for rows in (1, x.shape[0]):  # one row: the serial loop; all rows: the parallel one
         dense(x[:rows], 4, sorted=True, return_values=True)
         dense(x[:rows], 4)
-    logger.debug("cpu engine kernels ready")
+    logger.debug("cpu engine kernels ready (%s)", source)
+    return source
