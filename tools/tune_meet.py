@@ -28,7 +28,10 @@ Sets (``--set``):
   ``CLUSTER_SM_SHARE`` and ``SMALL_CLUSTER_SM_SHARE`` 1);
 - ``rows2``: 133-264 rows of one 512-thread streaming CTA each, the routed launch against one
   tile of bulk L2 prefetch (``pf1``), the 512-thread ragged split of ``rows + SMs`` CTAs
-  (``bulk``, ``RAGGED_BULK_MIN_N`` lowered to the cell's envelope) and both (``bulk_pf1``).
+  (``bulk``, ``RAGGED_BULK_MIN_N`` lowered to the cell's envelope) and both (``bulk_pf1``);
+- ``bracket``: register rows whose K passes a quarter of the envelope (the sampled path and
+  radix levels over the registers) against the same launch on the bracket histogram path
+  (``br``: ``RegisterConfig.bracket``), at every batch.
 
 Per cell (rows, envelope, K, uniform full rows or the serving-like ragged lengths of
 ``benchmarks/bench_topk.ragged_lengths``) every variant is routed with the H200's tables,
@@ -103,6 +106,11 @@ CELLS = {
         for kind in ("uniform", "ragged")
     ]
     + [(256, 65536, 2048, kind) for kind in ("uniform", "ragged")],
+    # K above a quarter of a register row's envelope
+    "bracket": [(b, 4096, 2048, "uniform") for b in (1, 8, 32, 64, 128, 256, 512)]
+    + [(b, 6144, 2048, "uniform") for b in (1, 32, 128, 512)]
+    + [(b, 2048, 1024, "uniform") for b in (1, 128)]
+    + [(b, 4096, 2048, "ragged") for b in (8, 64)],
 }
 
 
@@ -167,6 +175,8 @@ def variants(which: str, rows: int, n: int, k: int):
             bulk = routing.route_static(H200, **streaming)
         add("bulk", bulk)
         add("bulk_pf1", replace(bulk, config=replace(bulk.config, prefetch=1)))
+    if which == "bracket" and routed.config.family == "register":
+        add("br", replace(routed, config=replace(routed.config, bracket=True, bit_walk=True)))
     if which == "aim":
         for aim in (2, 3, 4):
             cfg = replace(routed.config, aim_mult=aim)

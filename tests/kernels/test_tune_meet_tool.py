@@ -4,6 +4,7 @@ variants it builds)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
@@ -76,3 +77,24 @@ def test_parts_many_fill_and_rows2_variants():
     assert {name: getattr(routing, name) for name in names} == keep
     assert seen["parts"] >= {"p4096", "p2048"} and seen["many"] >= {"x2", "pf1", "pf4"}
     assert seen["fill"] == {"all"} and seen["rows2"] >= {"pf1", "bulk", "bulk_pf1"}
+
+
+def test_bracket_variants_force_the_bracket_path_on_register_rows():
+    """The ``bracket`` set's register cells (K above a quarter of the envelope, where the
+    router keeps the radix selection over the registers) add the same launch on the bracket
+    histogram path with the bit walk the router gives that path; cells routed elsewhere have
+    no variant."""
+    forced = 0
+    for rows, n, k, _kind in CELLS["bracket"]:
+        got = variants("bracket", rows, n, k)
+        label, routed, parts = got[0]
+        assert label == "routed" and parts == 1
+        if routed.family != "register":
+            assert len(got) == 1
+            continue
+        assert 4 * k > n and not routed.bracket
+        ((label, br, br_parts),) = got[1:]
+        assert label == "br" and br_parts == 1
+        assert br == replace(routed, bracket=True, bit_walk=True)
+        forced += 1
+    assert forced >= 10
