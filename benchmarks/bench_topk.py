@@ -685,7 +685,9 @@ RAGGED_CLASSES = ((0.80, 256, 4096), (0.15, 4096, 0.25), (0.05, 0.5, 1.0))
 def ragged_lengths(b: int, width: int, seed: int = 0):
     """Serving-like decode lengths for a batch of ``b`` rows in an arena of ``width``: 80 % short
     (256-4,096 scores, log-uniform), 15 % mid (4,096 to width / 4), 5 % long (width / 2 to the
-    width), at least one long row and the last row the full width, shuffled (numpy int64)."""
+    width), at least one long row and the last row the full width, shuffled (numpy int64).
+    In arenas narrower than 16,384 scores each class's bounds are clamped into
+    ``[its low bound, width]`` (the mid class is then rows of ``min(4,096, width)`` scores)."""
     import numpy as np
 
     rng = np.random.default_rng([seed, b, width])
@@ -694,8 +696,8 @@ def ragged_lengths(b: int, width: int, seed: int = 0):
     counts.insert(0, b - sum(counts))
     parts = []
     for count, (_, lo, hi) in zip(counts, RAGGED_CLASSES, strict=True):
-        lo = lo if lo > 1 else lo * width
-        hi = hi if hi > 1 else hi * width
+        lo = min(lo if lo > 1 else lo * width, width)
+        hi = min(max(hi if hi > 1 else hi * width, lo), width)
         parts.append(np.exp(rng.uniform(np.log(lo), np.log(hi), count)))
     lengths = np.minimum(np.concatenate(parts).astype(np.int64), width)
     lengths = rng.permutation(lengths)
@@ -709,7 +711,7 @@ def ragged_groups(lengths, width: int):
     import numpy as np
 
     lengths = np.asarray(lengths)
-    bounds = [0, 4096, width // 4, width + 1]
+    bounds = [0, 4096, max(width // 4, 4096), width + 1]
     groups = []
     for lo, hi in zip(bounds, bounds[1:], strict=False):
         idx = np.nonzero((lengths > lo) & (lengths <= hi))[0]

@@ -504,6 +504,19 @@ def test_ragged_lengths_follow_the_documented_distribution():
         assert all(lengths[g].max() <= bounds[i] for i, g in enumerate(groups))
 
 
+def test_ragged_lengths_in_narrow_arenas():
+    """Arenas narrower than 16,384 scores (the mid class's bounds cross): every length within
+    the width, the last row the full width, and each row in exactly one length group."""
+    import numpy as np
+
+    for b, width in ((8, 4096), (64, 4096), (64, 6144), (16, 1024), (8, 200)):
+        lengths = bt.ragged_lengths(b, width, seed=1)
+        assert lengths.shape == (b,) and lengths[-1] == width, (b, width)
+        assert lengths.min() >= min(256, width // 2) and lengths.max() == width
+        covered = np.sort(np.concatenate(bt.ragged_groups(lengths, width)))
+        assert np.array_equal(covered, np.arange(b)), (b, width)
+
+
 def test_ragged_vs_grouped_summary():
     recs = []
     for prov, us in (("gvr", 30.0), ("gvr-grouped", 25.0), ("gvr2", 40.0), ("torch", 90.0)):
