@@ -452,6 +452,50 @@ def test_bracket_ties_values_and_paths(kp, case, det):
         ROWS_CHECKED["n"] += b
 
 
+@pytest.mark.parametrize("rows", [128, 300], ids=["r1", "r2"])
+def test_routed_bracket_above_a_quarter(kp, rows):
+    """The router's 512 x 4 bracket rows at K = 2048 over envelopes of 4,097-8,191 scores (K
+    above a quarter of the envelope, ``routing.BRACKET_WIDE_K_VECS``; one and two CTAs per
+    SM, with the bit walk): every value family at ragged and edge lengths exact, and the
+    recorded paths equal to the CPU model's on gaussian and 1/64-grid rows."""
+    k = 2048
+    for i, family in enumerate(FAMILIES):
+        width = (6144, 4097, 8191)[i % 3]
+        batch = make_decode_batch(
+            rng(17, rows, i),
+            batch=rows,
+            k=k,
+            width=width,
+            row_stride=stride_of(width) + 4,
+            family=family,
+            lengths="ragged" if i % 2 else "edge",
+        )
+        logits = to_device(batch)
+        kv = torch.from_numpy(batch.kv_lens).cuda()
+        out, _, _, route = kp.launch("decode", logits, kv, None, k, n_env=width)
+        cfg = route.config
+        assert (cfg.family, cfg.threads, cfg.vecs, cfg.bracket, cfg.bit_walk) == (
+            "register", 512, 4, True, True
+        ), cfg.name  # fmt: skip
+        check(batch, out)
+    g = rng(18, rows)
+    x = g.standard_normal((rows, 6144)).astype(np.float32)
+    x[::2] = np.round(x[::2] * 64) / 64
+    kv = g.integers(k + 1, 6145, rows).astype(np.int32)
+    logits = torch.from_numpy(x).cuda()
+    kvd = torch.from_numpy(kv).cuda()
+    out, _, paths, route = kp.launch("decode", logits, kvd, None, k, paths=True)
+    params = route.config.params
+    want = np.array([int(simulate_row(x[r, : kv[r]], k, params).path) for r in range(rows)])
+    got = paths.cpu().numpy()
+    assert np.array_equal(got, want), (got[got != want][:8], want[got != want][:8])
+    assert Path.BRACKET in {Path(int(v)) for v in want}
+    windows = RowWindows(np.zeros(rows, np.int64), kv.astype(np.int64))
+    report = validate.check_topk(x, windows, k, out.cpu().numpy())
+    assert report.ok, report.summary()
+    ROWS_CHECKED["n"] += rows
+
+
 def test_many_rows(kp):
     """A large batch (many CTAs resident per SM) of short and mid rows."""
     for k, width, shape, resident in (

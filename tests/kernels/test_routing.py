@@ -13,6 +13,7 @@ from gvr_kernels.cluster import ClusterConfig
 from gvr_kernels.register import RegisterConfig
 from gvr_kernels.routing import (
     _SPLIT,
+    BRACKET_WIDE_K_VECS,
     BULK_MAX_K,
     BULK_ROWS_PER_SM,
     CLUSTER_ANY_K_N,
@@ -473,6 +474,34 @@ def test_small_clusters_where_they_are_measured_faster():
     # A part without clusters keeps the register family.
     small = DeviceSpec("no clusters", "sm_90a", 132, 232448, 233472, max_cluster_size=1)
     assert route_static(small, rows=1, n_env=16384, k=512).family == "register"
+
+
+def test_register_bracket_at_any_k_with_four_vectors():
+    """Float32 register rows of ``BRACKET_WIDE_K_VECS`` vectors a thread in 512- or 1024-thread
+    CTAs take the bracket path (with the bit walk) at K above a quarter of the envelope too;
+    fewer vectors keep the radix selection over the registers there, as do 16-bit rows, and
+    at a quarter or less every shape of at most four vectors takes the bracket."""
+    s = H200.sm_count
+    for rows in (64, s, s + 1, 2 * s, 4 * s):
+        for n_env in (4097, 6144, 8191):
+            c = route_static(H200, rows=rows, n_env=n_env, k=2048).config
+            assert (c.family, c.threads, c.vecs) == ("register", 512, BRACKET_WIDE_K_VECS)
+            assert c.bracket and c.bit_walk and 4 * 2048 > n_env, (rows, n_env, c.name)
+            # the modes its code holds at two CTAs per SM: decode rows without values
+            for kw in (dict(with_values=True), dict(mode="prefill")):
+                other = route_static(H200, rows=rows, n_env=n_env, k=2048, **kw).config
+                if other.family == "register" and other.vecs == 4:
+                    assert other.bracket == (other.resident == 1), (rows, kw, other.name)
+        # two vectors (4,096 scores) and one (2,048): the radix selection above a quarter
+        for n_env, k in ((4096, 2048), (2048, 1024), (1500, 512)):
+            c = route_static(H200, rows=rows, n_env=n_env, k=k).config
+            assert c.family == "register" and c.vecs < BRACKET_WIDE_K_VECS, c.name
+            assert not c.bracket and not c.bit_walk, (rows, n_env, k, c.name)
+            assert route_static(H200, rows=rows, n_env=n_env, k=k // 2).config.bracket
+    # 16-bit register rows (envelopes up to SMALL_ROW_N) keep the sampled path above a quarter
+    for dtype in ("bfloat16", "float16"):
+        c = route_static(H200, rows=s, n_env=SMALL_ROW_N, k=2048, dtype=dtype).config
+        assert c.family == "register" and not c.bracket, c.name
 
 
 def test_bulk_register_shapes_past_two_ctas_per_sm():

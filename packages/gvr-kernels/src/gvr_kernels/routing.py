@@ -40,7 +40,10 @@ the decode grid ``bench_grid_lean.json``): n = 4,096 at b = 1 takes 5.2 / 5.5 us
 time for K = 512 / 1024 (ncu; the sampled path 6.2 / 9.6), and at b = 512 14.6 / 14.7 us
 against 15.9 / 17.8 (raw kernel times); at n = 16,384 on 1024 x 4 the two paths measure
 even (8.9 against 9.3 us, ncu, b = 1). At K = 2048 on 4,096 scores the radix selection over
-the registers measured faster (15.4 against 16.8 us at b = 512); with eight vectors a
+the registers measured faster (15.4 against 16.8 us at b = 512), but with four vectors a
+thread the bracket wins at any K (``BRACKET_WIDE_K_VECS``; ``tools/tune_meet.py --set
+bracket``, ``benchmarks/results/h100/tune_bracket_k.log``: 512 x 4 at K = 2048 on 6,144
+scores 9.8 / 21.9 us against 12.7 / 26.6 at b = 128 / 512); with eight vectors a
 thread the bracket code spills at 64 registers, and with four at 64 registers it spills in
 the prefill and full modes and with values; those configurations keep the sampled path
 (``bracket=False``).
@@ -141,6 +144,7 @@ __all__ = [
     "REGISTER_MAX_N",
     "REGISTER_WIDE_N",
     "BRACKET_MAX_VECS",
+    "BRACKET_WIDE_K_VECS",
     "CLUSTER_MAX_N",
     "CLUSTER_WIDE_N",
     "CLUSTER_BRACKET_MIN_K",
@@ -224,6 +228,12 @@ REGISTER_WIDE_N = 32768
 #: Register shapes of at most this many vectors a thread take the bracket histogram path
 #: (with eight, its code spills at 64 registers).
 BRACKET_MAX_VECS = 4
+#: ... while K is at most a quarter of the envelope, and at any K for float32 shapes of this
+#: many vectors a thread in 512- or 1024-thread CTAs (``tools/tune_meet.py --set bracket``,
+#: ``benchmarks/results/h100/tune_bracket_k.log``, the H100: 512 x 4 rows of 6,144 scores at
+#: K = 2048 took 0.77x / 0.82x the radix selection's time at b = 128 / 512; with two vectors,
+#: at 4,096 scores, 0.98x-1.05x, and 1.07x at b = 1 with one).
+BRACKET_WIDE_K_VECS = 4
 #: Envelopes up to this run on the cluster-register family while its CTAs take at most half
 #: the SMs (``_cluster_core``).
 CLUSTER_MAX_N = 65536
@@ -408,6 +418,9 @@ def _register_core(
     The bracket histogram path (``RegisterConfig.bracket``) is built for every shape of at
     most ``BRACKET_MAX_VECS`` vectors a thread while K is at most a quarter of the envelope
     (at K = 2048 on 4,096 scores the radix selection over the registers measured faster),
+    and at any K for float32 shapes of ``BRACKET_WIDE_K_VECS`` vectors in 512- or 1024-thread
+    CTAs (the radix levels walk every register slot, so their cost grows with the vectors:
+    at K = 2048 on 6,144 scores the bracket took 0.77x / 0.82x their time at b = 128 / 512),
     except where its code spills (the compile audit): at four vectors a thread and 64
     registers (1024 x 4, 512 x 4 at two CTAs per SM, 256 x 4 at four) only decode rows
     without values or deterministic ties take it.
@@ -430,9 +443,12 @@ def _register_core(
         return None
     lean = mode == "decode" and not with_values and not deterministic
     fits = reg.vecs <= 2 or reg.threads * reg.resident <= 512 or lean
+    wide_k = reg.threads >= 512 and dtype == "float32"
     reg = replace(
         reg,
-        bracket=reg.vecs <= BRACKET_MAX_VECS and 4 * k <= n_env and fits,
+        bracket=reg.vecs <= BRACKET_MAX_VECS
+        and (4 * k <= n_env or (wide_k and reg.vecs >= BRACKET_WIDE_K_VECS))
+        and fits,
         early_loads=mode == "decode"
         and rows <= spec.sm_count
         and reg.threads * reg.resident <= 512,
