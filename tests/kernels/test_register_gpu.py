@@ -92,6 +92,22 @@ def check(batch, out, values=None, det=False):
     helpers.check(ROWS_CHECKED, batch, out, values, det)
 
 
+def family_batch(g, i, family, rows, k, width, pad=4, **kw):
+    """A decode batch of ``rows`` rows of value family ``family`` (the ``i``-th of
+    :data:`FAMILIES`: ragged lengths for odd ``i``, edge lengths for even) in a ``width``
+    arena whose row stride is ``pad`` scores past the padded width."""
+    return make_decode_batch(
+        g,
+        batch=rows,
+        k=k,
+        width=width,
+        row_stride=stride_of(width) + pad,
+        family=family,
+        lengths="ragged" if i % 2 else "edge",
+        **kw,
+    )
+
+
 @pytest.mark.parametrize("bracket", [True, False], ids=["bracket", "sampled"])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"t{t}v{v}" for t, v in SHAPES])
 @pytest.mark.parametrize("k", [512, 1024, 2048])
@@ -102,15 +118,7 @@ def test_families_exact(kp, shape, k, bracket):
     cap = 4 * shape[0] * shape[1]
     width = cap + 37
     for i, family in enumerate(FAMILIES):
-        batch = make_decode_batch(
-            rng(1, k, *shape, i),
-            batch=32,
-            k=k,
-            width=width,
-            row_stride=stride_of(width) + 4,
-            family=family,
-            lengths="ragged" if i % 2 else "edge",
-        )
+        batch = family_batch(rng(1, k, *shape, i), i, family, 32, k, width)
         logits = to_device(batch)
         kv = torch.from_numpy(batch.kv_lens).cuda()
         cfg = config(*shape, bracket=bracket)
@@ -155,17 +163,10 @@ def test_early_loads_exact(kp, shape, k):
     cases = [(cap + 37, 1, 1), (cap // 2 + 5, 1, 1), (cap - 3, 3, 4)]
     for c, (width, nn, cr) in enumerate(cases):
         for i, family in enumerate(FAMILIES):
-            batch = make_decode_batch(
-                rng(10, k, *shape, c, i),
-                batch=24,
-                next_n=nn,
+            batch = family_batch(
+                rng(10, k, *shape, c, i), i, family, 24, k, width, pad=8, next_n=nn,
                 compress_ratio=cr,
-                k=k,
-                width=width,
-                row_stride=stride_of(width) + 8,
-                family=family,
-                lengths="ragged" if i % 2 else "edge",
-            )
+            )  # fmt: skip
             logits = to_device(batch)
             kv = torch.from_numpy(batch.kv_lens).cuda()
             cfg = config(*shape, bracket=bool(i % 3), early_loads=True)
@@ -461,15 +462,7 @@ def test_routed_bracket_above_a_quarter(kp, rows):
     k = 2048
     for i, family in enumerate(FAMILIES):
         width = (6144, 4097, 8191)[i % 3]
-        batch = make_decode_batch(
-            rng(17, rows, i),
-            batch=rows,
-            k=k,
-            width=width,
-            row_stride=stride_of(width) + 4,
-            family=family,
-            lengths="ragged" if i % 2 else "edge",
-        )
+        batch = family_batch(rng(17, rows, i), i, family, rows, k, width)
         logits = to_device(batch)
         kv = torch.from_numpy(batch.kv_lens).cuda()
         out, _, _, route = kp.launch("decode", logits, kv, None, k, n_env=width)
