@@ -29,9 +29,11 @@ Sets (``--set``):
 - ``rows2``: 133-264 rows of one 512-thread streaming CTA each, the routed launch against one
   tile of bulk L2 prefetch (``pf1``), the 512-thread ragged split of ``rows + SMs`` CTAs
   (``bulk``, ``RAGGED_BULK_MIN_N`` lowered to the cell's envelope) and both (``bulk_pf1``);
-- ``bracket``: register rows whose K passes a quarter of the envelope (the sampled path and
-  radix levels over the registers) against the same launch on the bracket histogram path
-  (``br``: ``RegisterConfig.bracket``), at every batch.
+- ``bracket``: register rows whose K passes a quarter of the envelope, at every batch, on
+  both paths: where the router keeps the sampled path and radix levels over the registers,
+  against the same launch on the bracket histogram path (``br``: ``RegisterConfig.bracket``
+  with the bit walk); where it takes the bracket (four vectors a thread,
+  ``routing.BRACKET_WIDE_K_VECS``), against the radix path (``radix``).
 
 Per cell (rows, envelope, K, uniform full rows or the serving-like ragged lengths of
 ``benchmarks/bench_topk.ragged_lengths``) every variant is routed with the H200's tables,
@@ -176,7 +178,15 @@ def variants(which: str, rows: int, n: int, k: int):
         add("bulk", bulk)
         add("bulk_pf1", replace(bulk, config=replace(bulk.config, prefetch=1)))
     if which == "bracket" and routed.config.family == "register":
-        add("br", replace(routed, config=replace(routed.config, bracket=True, bit_walk=True)))
+        # the other path of the same launch: the bracket where the router keeps the radix
+        # selection, else the radix selection (routing.BRACKET_WIDE_K_VECS)
+        if routed.config.bracket:
+            add(
+                "radix",
+                replace(routed, config=replace(routed.config, bracket=False, bit_walk=False)),
+            )
+        else:
+            add("br", replace(routed, config=replace(routed.config, bracket=True, bit_walk=True)))
     if which == "aim":
         for aim in (2, 3, 4):
             cfg = replace(routed.config, aim_mult=aim)

@@ -79,12 +79,15 @@ def test_parts_many_fill_and_rows2_variants():
     assert seen["fill"] == {"all"} and seen["rows2"] >= {"pf1", "bulk", "bulk_pf1"}
 
 
-def test_bracket_variants_force_the_bracket_path_on_register_rows():
-    """The ``bracket`` set's register cells (K above a quarter of the envelope, where the
-    router keeps the radix selection over the registers) add the same launch on the bracket
-    histogram path with the bit walk the router gives that path; cells routed elsewhere have
-    no variant."""
-    forced = 0
+def test_bracket_variants_time_both_paths_of_register_rows():
+    """The ``bracket`` set's register cells (K above a quarter of the envelope) add the same
+    launch on the other path: the bracket histogram with the bit walk where the router keeps
+    the radix selection over the registers (fewer than ``BRACKET_WIDE_K_VECS`` vectors a
+    thread), the radix selection where it takes the bracket; cells routed elsewhere have no
+    variant."""
+    from gvr_kernels.routing import BRACKET_WIDE_K_VECS
+
+    seen = {"br": 0, "radix": 0}
     for rows, n, k, _kind in CELLS["bracket"]:
         got = variants("bracket", rows, n, k)
         label, routed, parts = got[0]
@@ -92,9 +95,15 @@ def test_bracket_variants_force_the_bracket_path_on_register_rows():
         if routed.family != "register":
             assert len(got) == 1
             continue
-        assert 4 * k > n and not routed.bracket
-        ((label, br, br_parts),) = got[1:]
-        assert label == "br" and br_parts == 1
-        assert br == replace(routed, bracket=True, bit_walk=True)
-        forced += 1
-    assert forced >= 10
+        assert 4 * k > n
+        assert routed.bracket == (routed.vecs >= BRACKET_WIDE_K_VECS), routed.name
+        ((label, other, other_parts),) = got[1:]
+        assert other_parts == 1
+        if routed.bracket:
+            assert label == "radix"
+            assert other == replace(routed, bracket=False, bit_walk=False)
+        else:
+            assert label == "br"
+            assert other == replace(routed, bracket=True, bit_walk=True)
+        seen[label] += 1
+    assert seen["br"] >= 10 and seen["radix"] >= 2
