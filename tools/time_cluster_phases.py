@@ -9,7 +9,8 @@ gather's stores, after its cluster barrier and after the leader's selection, int
 ``paths`` tensor (words ``[16 row, 16 row + 7)``); the phases are the medians of 30 launches
 with the L2 flushed before each, beside the event time of the unmodified kernel. Every answer is
 checked against ``torch.topk``. Full-length rows only (the stamped kernel has no short-row
-branch).
+branch). The cases are configurations of the sampled path (no bracket, no early loads, the
+family's defaults): the stamped subclass follows that path's phases.
 """
 
 from __future__ import annotations
@@ -66,13 +67,13 @@ class StampedClusterTopK(ClusterTopK):
         nvec = (lead + n) >> 2
         win = Window(base, lead, nvec, cutlass.max(nvec * 4 - lead, Int32(0)), n)
         _stamp(paths, 0)
-        regs, top, sample_key = self._load(sh, win, rank)
+        regs, top, sample_key = self._load(sh, win, rank, None)
         self._exchange(sh, rank, top, sample_key)
         _stamp(paths, 1)
         code, thr, crowded = self._rung(sh, win, k)
         _stamp(paths, 2)
         lo = thr + Uint32(crowded)
-        elems = [(key, regs.pos(i, cfg.threads), key >= lo) for i, key in enumerate(regs.keys)]
+        elems = [(key, regs.pos(i, cfg), key >= lo) for i, key in enumerate(regs.keys)]
         gather_selected(cfg.capacity, sh, Int32(0), Ctl.CNT, elems)
         _stamp(paths, 3)
         cluster_sync()
