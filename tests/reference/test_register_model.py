@@ -23,6 +23,7 @@ from gvr_reference.register_model import (
     crossing,
     crowded_sample,
     fma32,
+    near_pair,
     register_plan,
     sample_positions,
     simulate_row,
@@ -342,6 +343,43 @@ def test_crowd_test():
     assert crowded_sample(s2)
     s2[32 + CROWD_MIN - 1] = 0  # invalid slots do not count
     assert not crowded_sample(s2)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    lanes=st.sets(st.integers(0, 31), min_size=0, max_size=32),
+    others=st.lists(st.integers(0, 3), min_size=32, max_size=32),
+)
+def test_every_crowded_warp_has_a_near_pair(lanes, others):
+    """A warp whose keys hold one valid key ``CROWD_MIN`` times has a near pair
+    (:func:`near_pair`: the kernel counts keys only in such warps), whatever lanes the key
+    takes and whatever the other lanes hold (small keys, so other crowds and invalid lanes
+    too); a warp of distinct valid keys has none."""
+    warp = np.array(others, dtype=np.uint32)
+    warp[sorted(lanes)] = 77
+    if crowded_sample(warp):
+        assert near_pair(warp)
+    distinct = np.arange(1, 33, dtype=np.uint32)
+    assert not near_pair(distinct) and not crowded_sample(distinct)
+
+
+def test_near_pair_at_the_widest_spacing():
+    """CROWD_MIN lanes evenly spaced (every 32 // CROWD_MIN lanes) are the hardest placement:
+    the pair sits at the largest distance the kernel compares; with one of them invalid the
+    warp is no crowd. The pair is only a filter: CROWD_MIN - 1 lanes five apart (0, 5, ...,
+    30) are no crowd, yet lanes 30 and 0 make a near pair across the wrap (the kernel then
+    counts the keys and finds fewer than CROWD_MIN); without lane 30 there is none."""
+    step = 32 // CROWD_MIN
+    warp = np.arange(100, 132, dtype=np.uint32)
+    warp[::step] = 5
+    assert crowded_sample(warp) and near_pair(warp)
+    warp[0] = 0
+    assert not crowded_sample(warp)
+    sparse = np.arange(100, 132, dtype=np.uint32)
+    sparse[:: step + 1] = 5
+    assert not crowded_sample(sparse) and near_pair(sparse)
+    sparse[30] = 200
+    assert not near_pair(sparse)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -114,6 +114,7 @@ __all__ = [
     "RANK_MAX",
     "CROWD_MIN",
     "crowded_sample",
+    "near_pair",
     "thread_sample",
     "KEY_FLT_MAX",
     "KEY_NEG_FLT_MAX",
@@ -301,13 +302,29 @@ def thread_sample(keys: np.ndarray, lead: int, p: RegisterParams) -> np.ndarray:
 
 def crowded_sample(sample: np.ndarray) -> bool:
     """Whether some warp's 32 sample keys hold one (valid, nonzero) key at least
-    ``CROWD_MIN`` times (the kernel: ``match.any`` and a warp maximum)."""
+    ``CROWD_MIN`` times (the kernel: ``match.any`` and a warp maximum, run only in warps
+    where :func:`near_pair` holds, ``gvr_kernels.device.bracket.warp_crowd``)."""
     for w in range(0, sample.size, 32):
         lanes = sample[w : w + 32]
         _, counts = np.unique(lanes[lanes != 0], return_counts=True)
         if counts.size and counts.max() >= CROWD_MIN:
             return True
     return False
+
+
+def near_pair(lanes: np.ndarray, need: int = CROWD_MIN) -> bool:
+    """Whether some lane of one warp's keys (``lanes``, 32 values, 0 invalid) holds the same
+    valid key as one of the ``32 // need`` lanes after it, cyclically.
+
+    Every warp in which one valid key fills ``need`` lanes has such a pair: those lanes cut
+    the cycle of 32 lanes into ``need`` gaps summing to 32, and the smallest gap is at most
+    ``32 // need``. So a warp without one cannot be crowded (:func:`crowded_sample`), and the
+    kernel counts keys (``match.any``) only in warps that have one."""
+    lanes = np.asarray(lanes)
+    valid = lanes != 0
+    return any(
+        bool((valid & (lanes == np.roll(lanes, -d))).any()) for d in range(1, 32 // need + 1)
+    )
 
 
 def sample_positions(n: int, lead: int, p: RegisterParams) -> np.ndarray:

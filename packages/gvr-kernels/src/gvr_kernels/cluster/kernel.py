@@ -71,6 +71,7 @@ from ..device.bracket import (
     rank_crossing,
     spill_floor,
     stage_masked,
+    warp_crowd,
     write_masked,
 )
 from ..device.cluster import (
@@ -483,8 +484,7 @@ class ClusterTopK:
         # ---- per warp: the reductions, to slot (rank, warp) of every CTA's cstat (DSMEM)
         valid = sample_key != Uint32(0)
         n_valid = Int32(cute.arch.popc(cute.arch.vote_ballot_sync(valid)))
-        same = Int32(cute.arch.popc(cute.arch.match_sync(0xFFFFFFFF, sample_key, "any")))
-        same = Int32(cute.arch.warp_redux_sync(cutlass.select_(valid, same, 0), "max"))
+        same = warp_crowd(sample_key, CROWD_MIN)
         w_max = Uint32(cute.arch.warp_redux_sync(tkey, "umax"))
         w_first = Uint32(cute.arch.warp_redux_sync(order_key(first), "umin"))
         w_tmin = Uint32(cute.arch.warp_redux_sync(

@@ -122,6 +122,34 @@ def _fma(a: Uint32, b: Uint32, c: Uint32, *, loc=None, ip=None) -> Uint32:
 
 
 @cute.jit
+def warp_crowd(key: Uint32, need: cutlass.Constexpr) -> Int32:
+    """The largest number of lanes of the warp that hold one nonzero ``key`` where that
+    number is at least ``need``, else a number below ``need`` (uniform over the warp): the
+    crowd test of one warp's sample keys, ``gvr_reference.register_model.crowded_sample``
+    (0 stands for an invalid key).
+
+    ``match.any`` counts each lane's key among the warp, but it runs about 55 cycles a warp,
+    one warp after another on the SM (``benchmarks/results/h100/phases_crowd.log``: 0.5 /
+    0.9 us of a 512- / 1024-thread CTA's reductions). So it runs only in a warp where some
+    lane's key equals the key of one of the ``32 // need`` lanes after it (cyclically), which
+    every warp with ``need`` equal keys has: those lanes split the cycle of 32 into ``need``
+    gaps that sum to 32, so one gap is at most ``32 // need``
+    (:func:`gvr_reference.register_model.near_pair`). A warp of distinct keys pays four
+    shuffles and a vote."""
+    lane = cute.arch.lane_idx()
+    near = Boolean(False)
+    for d in cutlass.range_constexpr(1, 32 // need + 1):
+        other = Uint32(cute.arch.shuffle_sync(Int32(key), (lane + d) & 31))
+        near = near | (other == key)
+    near = near & (key != Uint32(0))
+    same = Int32(0)
+    if cute.arch.vote_any_sync(near):
+        same = Int32(cute.arch.popc(cute.arch.match_sync(0xFFFFFFFF, key, "any")))
+        same = Int32(cute.arch.warp_redux_sync(cutlass.select_(key != Uint32(0), same, 0), "max"))
+    return same
+
+
+@cute.jit
 def bracket_setup(lo: Uint32, top: Uint32, bins: cutlass.Constexpr):
     """``(ok, scale, bias)`` (float32 bits) of the bracket over keys ``[lo, top]``
     (``gvr_reference.bracket.bracket``): ``scale = (bins - 4) / (vmax - vlo)`` and

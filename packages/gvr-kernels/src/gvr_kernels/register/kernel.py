@@ -73,6 +73,7 @@ from ..device.bracket import (
     rank_crossing,
     spill_floor,
     stage_masked,
+    warp_crowd,
     write_masked,
 )
 from ..device.keys import KEY_MAX, format_key_of, order_key, widen_bits
@@ -282,8 +283,7 @@ class RegisterTopK:
         if const_expr(cfg.bracket):
             # gvr_reference.register_model.crowded_sample: the largest count of one valid
             # key among this warp's sample keys.
-            same = Int32(cute.arch.popc(cute.arch.match_sync(0xFFFFFFFF, sample_key, "any")))
-            same = Int32(cute.arch.warp_redux_sync(cutlass.select_(valid, same, 0), "max"))
+            same = warp_crowd(sample_key, CROWD_MIN)
         w_max = Uint32(cute.arch.warp_redux_sync(tkey, "umax"))
         if lane == 0:
             sh.wstat[warp_id * 4 + 0] = w_max
