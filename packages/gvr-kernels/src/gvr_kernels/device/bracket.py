@@ -503,7 +503,8 @@ def rank_crossing(cfg: cutlass.Constexpr, sh, ea, win, m: Int32, above: Int32, n
     key = Uint32(cutlass.select_(mine, sh.stage_bits[at], Uint32(0)))
     pos = sh.stage_idx[at]
     rank = Int32(0)
-    for j in cutlass.range(32, unroll=4):
+    # Lanes at or past m hold no staged key: only the first m lanes are compared.
+    for j in cutlass.range(m, unroll=4):
         kj = Uint32(warp.broadcast(Int32(key), Int32(j)))
         pj = warp.broadcast(pos, Int32(j))
         rank = rank + cutlass.select_((kj > key) | ((kj == key) & (pj < pos)), 1, 0)
