@@ -44,16 +44,19 @@ def timed(fn, flush, reps):
 
 
 def parse_configs(text):
-    """``threads x vecs r resident c capacity [nb]`` items, comma-separated (``256x4r4c2048``;
-    a trailing ``nb``: no bracket path) -> RegisterConfig keyword dicts."""
+    """``threads x vecs r resident c capacity [nb] [e] [w]`` items, comma-separated
+    (``256x4r4c2048``; ``nb``: no bracket path, ``e``: early loads, ``w``: the bit walk, as
+    the routed configurations name them: ``512x8r1c8192ew``) -> RegisterConfig keyword
+    dicts."""
     out = []
     for item in filter(None, text.split(",")):
-        m = re.fullmatch(r"(\d+)x(\d+)r(\d+)c(\d+)(nb)?", item)
+        m = re.fullmatch(r"(\d+)x(\d+)r(\d+)c(\d+)(nb)?(e)?(w)?", item)
         if m is None:
             raise SystemExit(f"--configs: cannot read {item!r} (want e.g. 256x4r4c2048)")
-        t, v, r, c, nb = m.groups()
+        t, v, r, c, nb, e, w = m.groups()
         out.append(dict(threads=int(t), vecs=int(v), resident=int(r), capacity=int(c),
-                        bracket=nb is None))  # fmt: skip
+                        bracket=nb is None, early_loads=e is not None,
+                        bit_walk=w is not None))  # fmt: skip
     return out
 
 
