@@ -40,16 +40,20 @@ def test_old_torch_is_refused(monkeypatch):
         (-1, ValueError, "index >= 0, got -1"),
     ],
 )
-def test_device_spec_bad_device(device, exc, match):
+@pytest.mark.parametrize("fn", ["device_spec", "workspace_bytes", "workspace_for"])
+def test_device_spec_bad_device(fn, device, exc, match):
+    """The device functions refuse what is not a CUDA device, naming the argument (on a
+    machine with CUDA too: ``"cpu"`` is never read as the current GPU)."""
     with pytest.raises(exc, match=match):
-        gvr_dispatch.device_spec(device)
+        getattr(gvr_dispatch, fn)(device)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
-def test_device_spec_without_cuda():
+@pytest.mark.parametrize("fn", ["device_spec", "workspace_bytes", "workspace_for"])
+def test_device_spec_without_cuda(fn):
     for device in (None, 0, "cuda"):
-        with pytest.raises(RuntimeError, match="none is available"):
-            gvr_dispatch.device_spec(device)
+        with pytest.raises(RuntimeError, match=f"{fn} needs a CUDA device and none is available"):
+            getattr(gvr_dispatch, fn)(device)
 
 
 def test_cpu_workspace_of_a_wrong_type_is_refused():

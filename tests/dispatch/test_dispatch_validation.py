@@ -92,6 +92,17 @@ def _drop_k_and_buffers(a, kw, e):
     kw.pop("values")
 
 
+def _drop_k_with_out(buf):
+    """K left out, ``out`` a malformed buffer (the error names ``out``, not ``k``)."""
+
+    def mutate(a, kw, e):
+        a[_K_POS[e]] = None
+        kw["out"] = buf
+        kw.pop("values")
+
+    return mutate
+
+
 COMMON = [
     ("logits-numpy", _set_logits(np.zeros((ROWS, WIDTH), np.float32)), TypeError, "logits"),
     ("logits-f64", _set_logits(torch.zeros(ROWS, WIDTH, dtype=torch.float64)), TypeError, "logits"),
@@ -106,6 +117,18 @@ COMMON = [
     ("k-tensor", _set_k(torch.tensor(8)), TypeError, "k must be an int"),
     ("k-disagrees", _set_k(K + 1), ValueError, "disagrees with out"),
     ("k-missing", _drop_k_and_buffers, TypeError, "k is required"),
+    (
+        "k-missing-out-1d",
+        _drop_k_with_out(torch.zeros(ROWS * K, dtype=torch.int32)),
+        ValueError,
+        f"out must be 2-D [rows, k], got shape ({ROWS * K},)",
+    ),
+    (
+        "k-missing-out-numpy",
+        _drop_k_with_out(np.zeros((ROWS, K), np.int32)),
+        TypeError,
+        "out must be a torch.Tensor [rows, k], got numpy.ndarray",
+    ),
     ("out-numpy", _set_kw("out", np.zeros((ROWS, K), np.int32)), TypeError, "out"),
     ("out-int64", _set_kw("out", torch.zeros(ROWS, K, dtype=torch.int64)), TypeError, "out"),
     ("out-rows", _set_kw("out", torch.zeros(ROWS + 1, K, dtype=torch.int32)), ValueError, "out"),
@@ -129,6 +152,12 @@ COMMON = [
     ("return_values-int", _set_kw("return_values", 1), TypeError, "return_values"),
     ("deterministic-str", _set_kw("deterministic", "yes"), TypeError, "deterministic"),
     ("sorted-none", _set_kw("sorted", None), TypeError, "sorted"),
+    (
+        "deterministic-numpy-bool",
+        _set_kw("deterministic", np.bool_(True)),
+        TypeError,
+        "deterministic must be a bool, got numpy.bool",
+    ),
 ]
 
 SECOND_ARG = [
@@ -205,8 +234,10 @@ def _cases():
             yield pytest.param(entry, *case[1:], id=f"{entry}-{case[0]}")
 
 
-def _run_bad(dispatch, entry, mutate, exc, match):
+def _run_bad(dispatch, entry, mutate, exc, match, dtype=None):
     args, kw = _base(entry)
+    if dtype is not None:
+        args[0] = args[0].to(dtype)
     out, values = kw["out"], kw["values"]
     mutate(args, kw, entry)
     with pytest.raises(exc, match=re.escape(match.format(arg=_ARG_NAME[entry]))):
@@ -218,6 +249,21 @@ def _run_bad(dispatch, entry, mutate, exc, match):
 @pytest.mark.parametrize("entry, mutate, exc, match", list(_cases()))
 def test_bad_argument_cpu(entry, mutate, exc, match):
     _run_bad(gvr_dispatch, entry, mutate, exc, match)
+
+
+@pytest.mark.parametrize("entry, mutate, exc, match", list(_cases()))
+def test_bad_argument_cpu_16bit(entry, mutate, exc, match, monkeypatch):
+    """The same battery with bfloat16 logits on the CPU (which selects from a float32
+    widening): every argument is checked before the widened copy is made."""
+    from gvr_dispatch import dispatcher
+
+    copies = []
+    real = dispatcher.padded_copy
+    monkeypatch.setattr(
+        dispatcher, "padded_copy", lambda *a, **k: copies.append(1) or real(*a, **k)
+    )
+    _run_bad(gvr_dispatch, entry, mutate, exc, match, torch.bfloat16)
+    assert not copies, "the logits were widened before the error"
 
 
 @pytest.mark.parametrize("entry, mutate, exc, match", list(_cases()))
@@ -404,6 +450,18 @@ def test_outputs_must_not_share_memory_with_the_index_inputs():
         (lambda w: gvr_dispatch.topk_prefill(logits, w[ROWS : 2 * ROWS], full, K,
                                              out=w.view(ROWS, K)),
          "out and row_starts"),
+    ]  # fmt: skip
+    half = logits.bfloat16()  # 16-bit logits on the CPU, float32 values: checked the same
+    cases += [
+        (lambda w: gvr_dispatch.topk_decode(half, w[:ROWS], K,
+                                            values=w.view(torch.float32).view(ROWS, K)),
+         "values and kv_lens"),
+        (lambda w: gvr_dispatch.topk(half, K, w[:ROWS],
+                                     values=w.view(torch.float32).view(ROWS, K)),
+         "values and lengths"),
+        (lambda w: gvr_dispatch.topk_prefill(half, zero, w[:ROWS], K,
+                                             values=w.view(torch.float32).view(ROWS, K)),
+         "values and row_ends"),
     ]  # fmt: skip
     d, _, _ = fake_dispatcher()
     cases.append(

@@ -330,14 +330,28 @@ def workspace_for(device=None, stream=None) -> Workspace:
     omitted), owned by the dispatcher and allocated on first request (zeroed, sized for the
     largest split launch of the device).
 
+    Args:
+        device: as in :func:`device_spec` (a CUDA device).
+        stream: a ``torch.cuda.Stream`` of that device, or ``None`` (its current stream).
+
     Raises:
-        RuntimeError: it does not exist yet and the current stream is capturing.
+        TypeError, ValueError: ``device`` is not a CUDA device (as in :func:`device_spec`).
+        RuntimeError: no CUDA device is available, or the workspace does not exist yet and
+            the current stream is capturing.
     """
+    _check_cuda_device(device, "workspace_for")
     return get_dispatcher().workspace_for(device, stream)
 
 
 def workspace_bytes(device=None) -> int:
-    """Bytes a caller-provided ``workspace=`` needs to serve every call on ``device``."""
+    """Bytes a caller-provided ``workspace=`` needs to serve every call on ``device`` (as in
+    :func:`device_spec`: a CUDA device; CPU calls take no workspace).
+
+    Raises:
+        TypeError, ValueError: ``device`` is not a CUDA device (as in :func:`device_spec`).
+        RuntimeError: no CUDA device is available.
+    """
+    _check_cuda_device(device, "workspace_bytes")
     return get_dispatcher().workspace_bytes(device)
 
 
@@ -362,8 +376,19 @@ def device_spec(device=None):
             device string.
         RuntimeError: no CUDA device is available.
     """
-    d = get_dispatcher()
-    kernel_type = d.runtime.kernel_device_type
+    _check_cuda_device(device, "device_spec")
+    return get_dispatcher().spec(device)
+
+
+def _check_cuda_device(device, caller: str) -> None:
+    """``device`` names a CUDA device (``None``, an index, ``"cuda"``, ``"cuda:i"`` or a
+    ``torch.device`` of type cuda) and one is available; ``caller`` names the function in
+    the messages.
+
+    Raises:
+        TypeError, ValueError, RuntimeError: as :func:`device_spec` documents.
+    """
+    kernel_type = get_dispatcher().runtime.kernel_device_type
     if device is not None:
         if isinstance(device, bool) or not isinstance(device, (int, str, torch.device)):
             raise TypeError(
@@ -380,12 +405,11 @@ def device_spec(device=None):
                 raise ValueError(f"device must name a CUDA device, got {device!r}") from e
             if dev.type != kernel_type:
                 raise ValueError(
-                    f"device must be a CUDA device, got {device!r}: a DeviceSpec describes a "
-                    f"GPU for the kernels; CPU tensors run the CPU engine, which has none"
+                    f"device must be a CUDA device, got {device!r}: {caller} is for the "
+                    f"kernels' GPUs; CPU tensors run the CPU engine, which needs none"
                 )
     if kernel_type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(
-            "device_spec needs a CUDA device and none is available (torch.cuda.is_available() "
+            f"{caller} needs a CUDA device and none is available (torch.cuda.is_available() "
             "is False); pass a DeviceSpec to warmup(spec=...) to compile without a GPU"
         )
-    return d.spec(device)

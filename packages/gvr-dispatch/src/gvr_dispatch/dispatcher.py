@@ -315,6 +315,11 @@ class Dispatcher:
                     lg, kv_lens, k_, next_n, compress_ratio, out_, None, False, max_seq_len,
                     workspace, deterministic, sorted, block_max,
                 ),
+                lambda k_, out_: self._decode_checks(
+                    logits, kv_lens, k_, next_n, compress_ratio, out_, None, False,
+                    max_seq_len, workspace, deterministic, sorted, block_max,
+                ),
+                ((kv_lens, "kv_lens"), (block_max, "block_max")),
                 logits, k, out, values, return_values, None,
             )  # fmt: skip
         if (
@@ -332,6 +337,51 @@ class Dispatcher:
             )  # fmt: skip
             if res is not None:
                 return res
+        rows, width, kernel, next_n, cr_shift, max_seq_len, k, want_values, ws = (
+            self._decode_checks(
+                logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
+                max_seq_len, workspace, deterministic, sorted, block_max,
+            )
+        )  # fmt: skip
+        device = logits.device
+        if rows == 0 or width == 0:
+            return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
+        if not kernel:
+            windows = cpu.decode_windows_of(kv_lens, next_n, cr_shift, width)
+            return self._cpu(logits, windows, k, out, values, want_values, sorted)
+        # The envelope comes from capture-stable facts only: max_seq_len, else the width
+        # (every row is clamped to it). Nothing is read from kv_lens on the host.
+        n_env = width if max_seq_len is None else decode_envelope(max_seq_len, cr_shift, width)
+        return self._launch(
+            "decode",
+            logits,
+            rows,
+            width,
+            n_env,
+            kv_lens,
+            None,
+            k,
+            next_n,
+            cr_shift,
+            out,
+            values,
+            want_values,
+            deterministic,
+            sorted,
+            ws,
+            block_max,
+        )
+
+    def _decode_checks(
+        self, logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
+        max_seq_len, workspace, deterministic, sorted, block_max,
+    ):  # fmt: skip
+        """Every check of a decode call (nothing runs or is written): ``(rows, width, kernel,
+        next_n, cr_shift, max_seq_len, k, want_values, workspace)``.
+
+        Raises:
+            TypeError, ValueError: a bad argument, named in the message.
+        """
         rows, width = check_logits(logits)
         device = logits.device
         kernel = device.type == self._kernel_type or self._route_device(device)
@@ -360,33 +410,7 @@ class Dispatcher:
                 lambda: cpu.decode_windows_of(kv_lens.cpu(), next_n, cr_shift, width),
             )  # fmt: skip
         self._check_apart(out, values, (kv_lens, "kv_lens"), (block_max, "block_max"))
-        if rows == 0 or width == 0:
-            return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
-        if not kernel:
-            windows = cpu.decode_windows_of(kv_lens, next_n, cr_shift, width)
-            return self._cpu(logits, windows, k, out, values, want_values, sorted)
-        # The envelope comes from capture-stable facts only: max_seq_len, else the width
-        # (every row is clamped to it). Nothing is read from kv_lens on the host.
-        n_env = width if max_seq_len is None else decode_envelope(max_seq_len, cr_shift, width)
-        return self._launch(
-            "decode",
-            logits,
-            rows,
-            width,
-            n_env,
-            kv_lens,
-            None,
-            k,
-            next_n,
-            cr_shift,
-            out,
-            values,
-            want_values,
-            deterministic,
-            sorted,
-            ws,
-            block_max,
-        )
+        return rows, width, kernel, next_n, cr_shift, max_seq_len, k, want_values, ws
 
     def topk_prefill(
         self,
@@ -421,6 +445,11 @@ class Dispatcher:
                     lg, row_starts, row_ends, k_, out_, None, False, workspace, deterministic,
                     sorted, block_max,
                 ),
+                lambda k_, out_: self._prefill_checks(
+                    logits, row_starts, row_ends, k_, out_, None, False, workspace,
+                    deterministic, sorted, block_max,
+                ),
+                ((row_starts, "row_starts"), (row_ends, "row_ends"), (block_max, "block_max")),
                 logits, k, out, values, return_values, row_starts,
             )  # fmt: skip
         if self._cpu_direct_ok and workspace is None and block_max is None:
@@ -430,25 +459,11 @@ class Dispatcher:
             )  # fmt: skip
             if res is not None:
                 return res
-        rows, width = check_logits(logits)
+        rows, width, kernel, k, want_values, ws = self._prefill_checks(
+            logits, row_starts, row_ends, k, out, values, return_values, workspace,
+            deterministic, sorted, block_max,
+        )  # fmt: skip
         device = logits.device
-        kernel = device.type == self._kernel_type or self._route_device(device)
-        check_index_tensor(row_starts, "row_starts", device, rows)
-        check_index_tensor(row_ends, "row_ends", device, rows)
-        k, want_values = self._check_common(
-            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
-            logits,
-        )  # fmt: skip
-        ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
-        if block_max is not None:
-            self._check_block_max(
-                block_max, logits, rows, width,
-                lambda: cpu.prefill_windows_of(row_starts.cpu(), row_ends.cpu(), width),
-            )  # fmt: skip
-        self._check_apart(
-            out, values, (row_starts, "row_starts"), (row_ends, "row_ends"),
-            (block_max, "block_max"),
-        )  # fmt: skip
         if rows == 0 or width == 0:
             return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
@@ -473,6 +488,37 @@ class Dispatcher:
             ws,
             block_max,
         )
+
+    def _prefill_checks(
+        self, logits, row_starts, row_ends, k, out, values, return_values, workspace,
+        deterministic, sorted, block_max,
+    ):  # fmt: skip
+        """Every check of a prefill call (nothing runs or is written): ``(rows, width, kernel,
+        k, want_values, workspace)``.
+
+        Raises:
+            TypeError, ValueError: a bad argument, named in the message.
+        """
+        rows, width = check_logits(logits)
+        device = logits.device
+        kernel = device.type == self._kernel_type or self._route_device(device)
+        check_index_tensor(row_starts, "row_starts", device, rows)
+        check_index_tensor(row_ends, "row_ends", device, rows)
+        k, want_values = self._check_common(
+            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
+            logits,
+        )  # fmt: skip
+        ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
+        if block_max is not None:
+            self._check_block_max(
+                block_max, logits, rows, width,
+                lambda: cpu.prefill_windows_of(row_starts.cpu(), row_ends.cpu(), width),
+            )  # fmt: skip
+        self._check_apart(
+            out, values, (row_starts, "row_starts"), (row_ends, "row_ends"),
+            (block_max, "block_max"),
+        )  # fmt: skip
+        return rows, width, kernel, k, want_values, ws
 
     def topk(
         self,
@@ -506,6 +552,11 @@ class Dispatcher:
                     lg, k_, lengths, out_, None, False, workspace, deterministic, sorted,
                     block_max,
                 ),  # fmt: skip
+                lambda k_, out_: self._topk_checks(
+                    logits, k_, lengths, out_, None, False, workspace, deterministic, sorted,
+                    block_max,
+                ),  # fmt: skip
+                ((lengths, "lengths"), (block_max, "block_max")),
                 logits, k, out, values, return_values, None,
             )  # fmt: skip
         if self._cpu_direct_ok and workspace is None and block_max is None:
@@ -515,24 +566,11 @@ class Dispatcher:
             )  # fmt: skip
             if res is not None:
                 return res
-        rows, width = check_logits(logits)
-        device = logits.device
-        kernel = device.type == self._kernel_type or self._route_device(device)
-        if lengths is not None:
-            check_index_tensor(lengths, "lengths", device, rows)
-        k, want_values = self._check_common(
-            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
-            logits,
+        rows, width, kernel, k, want_values, ws = self._topk_checks(
+            logits, k, lengths, out, values, return_values, workspace, deterministic, sorted,
+            block_max,
         )  # fmt: skip
-        ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
-        if block_max is not None:
-            self._check_block_max(
-                block_max, logits, rows, width,
-                lambda: cpu.dense_windows_of(
-                    None if lengths is None else lengths.cpu(), rows, width
-                ),
-            )  # fmt: skip
-        self._check_apart(out, values, (lengths, "lengths"), (block_max, "block_max"))
+        device = logits.device
         if rows == 0 or width == 0:
             return self._trivial(rows, k, out, values, want_values, device, logits.dtype)
         if not kernel:
@@ -559,6 +597,36 @@ class Dispatcher:
             block_max,
         )
 
+    def _topk_checks(
+        self, logits, k, lengths, out, values, return_values, workspace, deterministic, sorted,
+        block_max,
+    ):  # fmt: skip
+        """Every check of a dense call (nothing runs or is written): ``(rows, width, kernel,
+        k, want_values, workspace)``.
+
+        Raises:
+            TypeError, ValueError: a bad argument, named in the message.
+        """
+        rows, width = check_logits(logits)
+        device = logits.device
+        kernel = device.type == self._kernel_type or self._route_device(device)
+        if lengths is not None:
+            check_index_tensor(lengths, "lengths", device, rows)
+        k, want_values = self._check_common(
+            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
+            logits,
+        )  # fmt: skip
+        ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
+        if block_max is not None:
+            self._check_block_max(
+                block_max, logits, rows, width,
+                lambda: cpu.dense_windows_of(
+                    None if lengths is None else lengths.cpu(), rows, width
+                ),
+            )  # fmt: skip
+        self._check_apart(out, values, (lengths, "lengths"), (block_max, "block_max"))
+        return rows, width, kernel, k, want_values, ws
+
     # ================================================================== 16-bit logits
     def _widen(self, logits) -> bool:
         """Whether a call takes the float32 widening of :meth:`_half`: 16-bit logits off the
@@ -570,7 +638,7 @@ class Dispatcher:
             and not self._is_kernel_tensor(logits)
         )
 
-    def _half(self, call, logits, k, out, values, return_values, starts):
+    def _half(self, call, check, inputs, logits, k, out, values, return_values, starts):
         """A bfloat16 / float16 call off the kernel device (the CPU engine), through an exact
         float32 widening of the logits.
 
@@ -583,9 +651,11 @@ class Dispatcher:
         (bit for bit) into the logits dtype, or into a float32 ``values`` buffer when one is
         given; the pad beside ``-1`` is the dtype's most negative finite value.
 
-        ``call(logits32, k, out)`` is the float32 entry with everything else bound; it
-        validates the remaining arguments before anything is written. ``starts``: the
-        prefill ``row_starts`` (indices are window-local), else None.
+        ``call(logits32, k, out)`` is the float32 entry with everything else bound;
+        ``check(k, out)`` runs its checks on the 16-bit logits, so every argument is checked
+        before the widened copy is made or anything is written; ``inputs``: the ``(tensor or
+        None, name)`` pairs of the call's other inputs, which ``values`` must not overlap.
+        ``starts``: the prefill ``row_starts`` (indices are window-local), else None.
         """
         rows, width = check_logits(logits)
         if logits.is_neg():
@@ -601,11 +671,13 @@ class Dispatcher:
             raise TypeError(f"values must be {dt} (the logits dtype) or float32, got {got}")
         if values is not None:
             k = resolve_k(k, out, values)
-            check_output(values, "values", values.dtype, logits.device, rows, k)
             if out is not None:
                 check_output(out, "out", torch.int32, logits.device, rows, k)
+            check_output(values, "values", values.dtype, logits.device, rows, k)
+            if out is not None:
                 check_disjoint(out, "out", values, "values")
-        self._check_apart(out, values, (logits, "logits"))
+        check(k, out)
+        self._check_apart(out, values, (logits, "logits"), *inputs)
         out = call(padded_copy(logits, rows, width), k, out)
         if not (return_values or values is not None):
             return out

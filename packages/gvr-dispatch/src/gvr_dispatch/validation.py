@@ -54,7 +54,9 @@ _i32 = torch.int32
 def _what(x: object) -> str:
     if isinstance(x, torch.Tensor):
         return f"Tensor of dtype {x.dtype}"
-    return type(x).__name__
+    t = type(x)
+    # (qualified outside the builtins: numpy's bool is also named "bool")
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
 def check_int(value: object, name: str) -> int:
@@ -199,17 +201,22 @@ def resolve_k(k: object, out: object, values: object) -> int:
     Whether ``k`` agrees with the buffers is checked by :func:`check_output`.
 
     Raises:
-        TypeError: ``k`` is not an int, or none of the three gives K.
-        ValueError: ``k < 1``.
+        TypeError: ``k`` is not an int, none of the three gives K, or ``k`` is left out and
+            the first buffer given is not a tensor.
+        ValueError: ``k < 1``, or ``k`` is left out and the first buffer given is not 2-D.
     """
     if k is None:
-        for buf in (out, values):
-            if isinstance(buf, torch.Tensor) and buf.dim() == 2:
-                k = buf.shape[1]
-                if k < 1:
-                    name = "out" if buf is out else "values"
-                    raise ValueError(f"k must be >= 1, got {name}.shape[1] = {k}")
-                return k
+        for buf, name in ((out, "out"), (values, "values")):
+            if buf is None:
+                continue
+            if not isinstance(buf, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor [rows, k], got {_what(buf)}")
+            if buf.dim() != 2:
+                raise ValueError(f"{name} must be 2-D [rows, k], got shape {tuple(buf.shape)}")
+            k = buf.shape[1]
+            if k < 1:
+                raise ValueError(f"k must be >= 1, got {name}.shape[1] = {k}")
+            return k
         raise TypeError("k is required unless out or values gives it (out.shape[1])")
     k = check_int(k, "k")
     if k < 1:
