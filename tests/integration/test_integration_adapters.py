@@ -149,6 +149,9 @@ def test_trt_decode_checks_like_the_peer():
         trtllm.indexer_topk_decode(logits, kv.view(3, 1), ok, 2, 16)
     with pytest.raises(TypeError, match="int32"):
         trtllm.indexer_topk_decode(logits, kv, ok.long(), 2, 16)
+    for cr, error in ((None, TypeError), ("4", TypeError), (3, ValueError)):
+        with pytest.raises(error, match="compress_ratio must be"):
+            trtllm.indexer_topk_decode(logits, kv, ok, 2, 16, compress_ratio=cr)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -321,6 +324,9 @@ def test_flashinfer_errors_and_ignored_arguments(spy):
         flashinfer.top_k_varlen(logits, kv, 16, next_n=0)
     with pytest.raises(ValueError, match="backend"):
         flashinfer.top_k_varlen(logits, kv, 16, next_n=2, backend="sglang")
+    for cr, error in ((None, TypeError), ("4", TypeError), (3, ValueError)):
+        with pytest.raises(error, match="compress_ratio must be"):
+            flashinfer.top_k_varlen(logits, kv, 16, next_n=2, compress_ratio=cr)
     idx, _ = flashinfer.top_k_varlen(
         logits,
         kv,

@@ -76,11 +76,12 @@ FAKE_DECODE_BAD = [
     ("out_strided", ValueError, "out must be contiguous"),
     ("out_empty", ValueError, "k must be >= 1"),
     ("values_shape", ValueError, "values must have the shape"),
-    ("values_dtype", TypeError, "values must be torch.float32 (the logits dtype) or float32"),
+    ("values_dtype", TypeError, "values must be torch.float32, got torch.int32"),
     ("values_strided", ValueError, "values must be contiguous"),
     ("kv_count", ValueError, "kv_lens.numel() * next_n"),
     ("kv_dtype", TypeError, "kv_lens must be int32"),
     ("kv_2d", ValueError, "kv_lens must be 1-D"),
+    ("kv_strided", ValueError, "kv_lens must be contiguous, got stride 2"),
     ("logits_dtype", TypeError, "logits must be float32"),
     ("logits_3d", ValueError, "logits must be 2-D"),
     ("next_n", ValueError, "next_n must be >= 1"),
@@ -101,6 +102,8 @@ def test_fake_decode_rejects_bad_metadata(bad, error, words):
             (3, 1) if bad == "kv_2d" else 4 if bad == "kv_count" else 3,
             dtype=torch.int64 if bad == "kv_dtype" else torch.int32,
         )
+        if bad == "kv_strided":
+            kv = torch.empty(6, dtype=torch.int32)[::2]
         out = torch.empty(
             5 if bad == "out_rows" else 6,
             0 if bad == "out_empty" else 32 if bad == "out_strided" else 16,
@@ -137,7 +140,7 @@ def test_fake_decode_caps_k_on_cuda_only():
                     torch.ops.gvr.topk_decode(logits, kv, out)
 
 
-@pytest.mark.parametrize("bad", [None, "dtype", "rows", "blocks"])
+@pytest.mark.parametrize("bad", [None, "dtype", "rows", "blocks", "strided"])
 def test_fake_ops_check_block_max(bad):
     with FakeTensorMode():
         logits = torch.empty(6, 300)
@@ -145,6 +148,8 @@ def test_fake_ops_check_block_max(bad):
         out = torch.empty(6, 16, dtype=torch.int32)
         shape = (5 if bad == "rows" else 6, 9 if bad == "blocks" else 10)  # ceil(300 / 32)
         bm = torch.empty(shape, dtype=torch.float16 if bad == "dtype" else torch.float32)
+        if bad == "strided":
+            bm = torch.empty(6, 20)[:, ::2]  # [6, 10], inner stride 2
         starts = torch.empty(6, dtype=torch.int32)
         for call in (
             lambda: torch.ops.gvr.topk_decode(logits, kv, out, None, 2, 1, None, None, False,
@@ -170,6 +175,9 @@ def test_fake_prefill_rejects_wrong_window_count():
             torch.ops.gvr.topk_prefill(logits, starts, ends, out)
         with pytest.raises(TypeError, match="row_ends must be int32"):
             torch.ops.gvr.topk_prefill(logits, ends, ends.long(), out)
+        strided = torch.empty(8, dtype=torch.int32)[::2]
+        with pytest.raises(ValueError, match="row_ends must be contiguous, got stride 2"):
+            torch.ops.gvr.topk_prefill(logits, ends, strided, out)
 
 
 # ---------------------------------------------------------------------------- opcheck

@@ -11,10 +11,12 @@ raises::
 
     gvr::topk_decode(Tensor logits, Tensor kv_lens, Tensor(a!) out, Tensor(b!)? values=None,
                      int next_n=1, int compress_ratio=1, int? max_seq_len=None,
-                     Tensor? workspace=None, bool deterministic=False, bool sorted=False) -> ()
+                     Tensor? workspace=None, bool deterministic=False, bool sorted=False,
+                     Tensor? block_max=None) -> ()
     gvr::topk_prefill(Tensor logits, Tensor row_starts, Tensor row_ends, Tensor(a!) out,
                       Tensor(b!)? values=None, Tensor? workspace=None,
-                      bool deterministic=False, bool sorted=False) -> ()
+                      bool deterministic=False, bool sorted=False,
+                      Tensor? block_max=None) -> ()
 
 ``workspace`` is read and written by split launches, which leave every word they touch as they
 found it (zero), so it is not declared mutated: a traced graph must not clone it.
@@ -33,7 +35,7 @@ import logging
 
 import gvr_dispatch
 import torch
-from gvr_dispatch.validation import KERNEL_MAX_K, MAX_COMPRESS_RATIO
+from gvr_dispatch.validation import KERNEL_MAX_K, MAX_COMPRESS_RATIO, resolve_k
 
 __all__ = ["topk_decode", "topk_prefill", "DECODE_SCHEMA", "PREFILL_SCHEMA"]
 
@@ -136,6 +138,10 @@ def _fake_block_max(logits, block_max) -> None:
         block_max.shape[0] == rows and block_max.shape[1] == blocks,
         lambda: f"block_max must be [rows, ceil(width / 32)] = [{rows}, {blocks}]",
     )
+    torch._check_value(
+        block_max.stride(1) == 1,
+        lambda: f"block_max must have a unit inner stride, got strides {block_max.stride()}",
+    )
 
 
 def _fake_outputs(logits, out, values) -> None:
@@ -165,7 +171,10 @@ def _fake_outputs(logits, out, values) -> None:
         torch._check_type(
             values.dtype in (torch.float32, logits.dtype),
             lambda: (
-                f"values must be {logits.dtype} (the logits dtype) or float32, got {values.dtype}"
+                f"values must be torch.float32, got {values.dtype}"
+                if logits.dtype == torch.float32
+                else f"values must be {logits.dtype} (the logits dtype) or float32, got "
+                f"{values.dtype}"
             ),
         )
         torch._check_value(
@@ -187,6 +196,10 @@ def _fake_index(t, name: str, numel) -> None:
         torch._check_value(
             t.shape[0] == numel, lambda: f"{name} must have {numel} entries, got {t.shape[0]}"
         )
+    torch._check_value(
+        t.shape[0] <= 1 or t.stride(0) == 1,
+        lambda: f"{name} must be contiguous, got stride {t.stride(0)}",
+    )
 
 
 @_topk_decode_op.register_fake
@@ -254,12 +267,7 @@ def _workspace_tensor(workspace):
 def _traced_buffers(logits, k, out, values, return_values):
     """Allocate the outputs a traced call needs (the op only fills buffers)."""
     if k is None:
-        for buf in (out, values):
-            if buf is not None:
-                k = buf.shape[1]
-                break
-        else:
-            raise TypeError("k is required unless out or values gives it (out.shape[1])")
+        k = resolve_k(None, out, values)
     rows = logits.shape[0]
     if out is None:
         out = torch.empty((rows, k), dtype=torch.int32, device=logits.device)

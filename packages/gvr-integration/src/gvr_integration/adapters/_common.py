@@ -9,6 +9,7 @@ from __future__ import annotations
 import numbers
 
 import torch
+from gvr_dispatch.validation import check_compress_ratio
 
 __all__ = [
     "check_int",
@@ -128,5 +129,9 @@ def envelope_tokens(width: int, compress_ratio: int) -> int:
     width, so larger lengths are harmless), the launch depends on shapes only, and nothing is
     read from the device to size it, so the call is capture-safe. The price: routing assumes
     rows as long as the width even when a batch's rows are shorter.
+
+    Raises:
+        TypeError, ValueError: ``compress_ratio`` is not a power of two in
+            ``[1, MAX_COMPRESS_RATIO]`` (``gvr_dispatch.validation.check_compress_ratio``).
     """
-    return max(width, 1) * compress_ratio
+    return max(width, 1) << check_compress_ratio(compress_ratio)
