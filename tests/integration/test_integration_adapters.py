@@ -152,6 +152,10 @@ def test_trt_decode_checks_like_the_peer():
     for cr, error in ((None, TypeError), ("4", TypeError), (3, ValueError)):
         with pytest.raises(error, match="compress_ratio must be"):
             trtllm.indexer_topk_decode(logits, kv, ok, 2, 16, compress_ratio=cr)
+    with pytest.raises(TypeError, match="seq_lens must be torch.int32, got torch.int64"):
+        trtllm.indexer_topk_decode(logits, kv.long(), ok, 2, 16)
+    with pytest.raises(TypeError, match="sequence_lengths must be torch.int32"):
+        trtllm.TopK(16)(logits, ok, is_prefill=False, sequence_lengths=kv.long(), next_n=2)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -327,6 +331,18 @@ def test_flashinfer_errors_and_ignored_arguments(spy):
     for cr, error in ((None, TypeError), ("4", TypeError), (3, ValueError)):
         with pytest.raises(error, match="compress_ratio must be"):
             flashinfer.top_k_varlen(logits, kv, 16, next_n=2, compress_ratio=cr)
+    with pytest.raises(ValueError, match="top_k must be >= 1, got 0"):
+        flashinfer.top_k_varlen(logits, kv, 0, next_n=2)
+    with pytest.raises(TypeError, match="top_k must be an int, got float"):
+        flashinfer.top_k_varlen(logits, kv, 16.0, next_n=2)
+    with pytest.raises(TypeError, match="return_values must be a bool, got str"):
+        flashinfer.top_k_varlen(logits, kv, 16, next_n=2, return_values="no")
+    rows = logits.shape[0]
+    with pytest.raises(ValueError, match="seq_lens must be on the logits device"):
+        flashinfer.top_k_varlen(
+            logits, torch.full((rows,), 9, dtype=torch.int32, device="meta"), 16,
+            row_starts=torch.zeros(rows, dtype=torch.int32),
+        )  # fmt: skip
     idx, _ = flashinfer.top_k_varlen(
         logits,
         kv,

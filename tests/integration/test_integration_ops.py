@@ -366,3 +366,15 @@ def test_ops_pass_block_max_through():
     with pytest.raises(TypeError, match="block_max must be float32"):
         torch.ops.gvr.topk_decode(x, kv, torch.empty(4, 64, dtype=torch.int32),
                                   block_max=bm.double())  # fmt: skip
+
+
+def test_captured_decode_needs_a_cuda_device():
+    """``CapturedDecodeTopK`` refuses a CPU device, and without CUDA its default device too,
+    with a ``RuntimeError`` that says so (not torch's assertion on a CPU-only build)."""
+    from gvr_integration.graph import CapturedDecodeTopK
+
+    with pytest.raises(RuntimeError, match="CUDA graphs need a CUDA device, got cpu"):
+        CapturedDecodeTopK(8, 4096, 512, max_seq_len=4096, device="cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="none is available"):
+            CapturedDecodeTopK(8, 4096, 512, next_n=2, compress_ratio=4, max_seq_len=16384)

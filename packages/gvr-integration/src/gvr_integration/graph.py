@@ -65,6 +65,11 @@ class CapturedDecodeTopK:
         device = torch.device(device)
         if device.type != "cuda":
             raise RuntimeError(f"CUDA graphs need a CUDA device, got {device}")
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"CUDA graphs need a CUDA device, got {device} and none is available "
+                "(torch.cuda.is_available() is False)"
+            )
         if rows % next_n:
             raise ValueError(f"rows ({rows}) must be a multiple of next_n ({next_n})")
         pitch = width if row_stride is None else row_stride

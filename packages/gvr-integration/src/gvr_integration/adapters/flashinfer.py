@@ -30,6 +30,7 @@ on (Hopper included), CPU tensors too.
 from __future__ import annotations
 
 import torch
+from gvr_dispatch.validation import check_flag
 
 from .. import ops
 from ._common import check_int, check_tensor, envelope_tokens
@@ -93,12 +94,15 @@ def top_k_varlen(
             f"backend {backend!r} is not served by the GVR adapter; use one of {sorted(BACKENDS)}"
         )
     check_tensor(logits, "logits", dim=2)
-    check_tensor(seq_lens, "seq_lens", dim=1, dtype=torch.int32)
+    check_tensor(seq_lens, "seq_lens", dim=1, dtype=torch.int32, device=logits.device)
     next_n = check_int(next_n, "next_n")
     if next_n < 1:
         raise ValueError(f"next_n must be >= 1, got {next_n}")
+    top_k = check_int(top_k, "top_k", minimum=1)
+    check_flag(return_values, "return_values")
+    check_flag(absolute_indices, "absolute_indices")
     rows, width = logits.shape
-    want_values = bool(return_values) or out_values is not None
+    want_values = return_values or out_values is not None
     ws = workspace.get("gvr2_workspace") if isinstance(workspace, dict) else workspace
 
     if row_starts is None:

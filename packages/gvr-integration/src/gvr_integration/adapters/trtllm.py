@@ -86,7 +86,7 @@ def indexer_topk_decode(
     del pre_idx, heuristic_scratch, radix_aux_indices, radix_aux_logits
     check_tensor(logits, "logits", dim=2)
     device = logits.device
-    check_tensor(seq_lens, "seq_lens", dim=1, device=device, contiguous=True)
+    check_tensor(seq_lens, "seq_lens", dim=1, dtype=torch.int32, device=device, contiguous=True)
     check_tensor(indices, "indices", dim=2, device=device, contiguous=True)
     next_n = check_int(next_n, "next_n", minimum=1)
     k = check_int(index_topk, "index_topk", minimum=1)
@@ -280,6 +280,8 @@ class TopK(torch.nn.Module):
                     "in for them only when compress_ratio == 1"
                 )
             lengths = scan_lengths
+        name = "sequence_lengths" if sequence_lengths is not None else "scan_lengths"
+        check_tensor(lengths, name, dim=1, dtype=torch.int32, device=scores.device)
         cr = self.compress_ratio
         if max_seq_len is None:
             tokens = envelope_tokens(width, cr)
