@@ -315,11 +315,10 @@ class Dispatcher:
                     lg, kv_lens, k_, next_n, compress_ratio, out_, None, False, max_seq_len,
                     workspace, deterministic, sorted, block_max,
                 ),
-                lambda k_, out_: self._decode_checks(
-                    logits, kv_lens, k_, next_n, compress_ratio, out_, None, False,
+                lambda: self._decode_checks(
+                    logits, kv_lens, k, next_n, compress_ratio, out, values, return_values,
                     max_seq_len, workspace, deterministic, sorted, block_max,
                 ),
-                ((kv_lens, "kv_lens"), (block_max, "block_max")),
                 logits, k, out, values, return_values, None,
             )  # fmt: skip
         if (
@@ -445,11 +444,10 @@ class Dispatcher:
                     lg, row_starts, row_ends, k_, out_, None, False, workspace, deterministic,
                     sorted, block_max,
                 ),
-                lambda k_, out_: self._prefill_checks(
-                    logits, row_starts, row_ends, k_, out_, None, False, workspace,
+                lambda: self._prefill_checks(
+                    logits, row_starts, row_ends, k, out, values, return_values, workspace,
                     deterministic, sorted, block_max,
                 ),
-                ((row_starts, "row_starts"), (row_ends, "row_ends"), (block_max, "block_max")),
                 logits, k, out, values, return_values, row_starts,
             )  # fmt: skip
         if self._cpu_direct_ok and workspace is None and block_max is None:
@@ -552,11 +550,10 @@ class Dispatcher:
                     lg, k_, lengths, out_, None, False, workspace, deterministic, sorted,
                     block_max,
                 ),  # fmt: skip
-                lambda k_, out_: self._topk_checks(
-                    logits, k_, lengths, out_, None, False, workspace, deterministic, sorted,
-                    block_max,
+                lambda: self._topk_checks(
+                    logits, k, lengths, out, values, return_values, workspace, deterministic,
+                    sorted, block_max,
                 ),  # fmt: skip
-                ((lengths, "lengths"), (block_max, "block_max")),
                 logits, k, out, values, return_values, None,
             )  # fmt: skip
         if self._cpu_direct_ok and workspace is None and block_max is None:
@@ -638,7 +635,7 @@ class Dispatcher:
             and not self._is_kernel_tensor(logits)
         )
 
-    def _half(self, call, check, inputs, logits, k, out, values, return_values, starts):
+    def _half(self, call, check, logits, k, out, values, return_values, starts):
         """A bfloat16 / float16 call off the kernel device (the CPU engine), through an exact
         float32 widening of the logits.
 
@@ -652,32 +649,18 @@ class Dispatcher:
         given; the pad beside ``-1`` is the dtype's most negative finite value.
 
         ``call(logits32, k, out)`` is the float32 entry with everything else bound;
-        ``check(k, out)`` runs its checks on the 16-bit logits, so every argument is checked
-        before the widened copy is made or anything is written; ``inputs``: the ``(tensor or
-        None, name)`` pairs of the call's other inputs, which ``values`` must not overlap.
-        ``starts``: the prefill ``row_starts`` (indices are window-local), else None.
+        ``check()`` runs the entry's checks of the whole call on the 16-bit logits (they take
+        16-bit logits and their values buffers), so every argument is checked before the
+        widened copy is made or anything is written. ``starts``: the prefill ``row_starts``
+        (indices are window-local), else None.
         """
-        rows, width = check_logits(logits)
+        check()
+        k = resolve_k(k, out, values)  # (checked: the float32 call needs it without values)
+        rows, width = logits.shape
         if logits.is_neg():
             # (a lazily negated view: its memory is not its values; the widening reads bits)
             logits = logits.resolve_neg()
         dt = logits.dtype
-        if return_values is not False and return_values is not True:
-            check_flag(return_values, "return_values")
-        if values is not None and (
-            not isinstance(values, _Tensor) or values.dtype not in (dt, _f32)
-        ):
-            got = values.dtype if isinstance(values, _Tensor) else type(values).__name__
-            raise TypeError(f"values must be {dt} (the logits dtype) or float32, got {got}")
-        if values is not None:
-            k = resolve_k(k, out, values)
-            if out is not None:
-                check_output(out, "out", torch.int32, logits.device, rows, k)
-            check_output(values, "values", values.dtype, logits.device, rows, k)
-            if out is not None:
-                check_disjoint(out, "out", values, "values")
-        check(k, out)
-        self._check_apart(out, values, (logits, "logits"), *inputs)
         out = call(padded_copy(logits, rows, width), k, out)
         if not (return_values or values is not None):
             return out
