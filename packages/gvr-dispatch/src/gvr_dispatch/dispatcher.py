@@ -398,17 +398,12 @@ class Dispatcher:
             type(max_seq_len) is not int or not 0 <= max_seq_len <= MAX_SEQ_LEN_MAX
         ):
             max_seq_len = check_max_seq_len(max_seq_len)
-        k, want_values = self._check_common(
-            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
-            logits,
+        k, want_values, ws = self._check_rest(
+            logits, rows, width, kernel, k, out, values, return_values, deterministic, sorted,
+            workspace, block_max,
+            lambda: cpu.decode_windows_of(kv_lens.cpu(), next_n, cr_shift, width),
+            (kv_lens, "kv_lens"),
         )  # fmt: skip
-        ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
-        if block_max is not None:
-            self._check_block_max(
-                block_max, logits, rows, width,
-                lambda: cpu.decode_windows_of(kv_lens.cpu(), next_n, cr_shift, width),
-            )  # fmt: skip
-        self._check_apart(out, values, (kv_lens, "kv_lens"), (block_max, "block_max"))
         return rows, width, kernel, next_n, cr_shift, max_seq_len, k, want_values, ws
 
     def topk_prefill(
@@ -502,19 +497,11 @@ class Dispatcher:
         kernel = device.type == self._kernel_type or self._route_device(device)
         check_index_tensor(row_starts, "row_starts", device, rows)
         check_index_tensor(row_ends, "row_ends", device, rows)
-        k, want_values = self._check_common(
-            k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
-            logits,
-        )  # fmt: skip
-        ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
-        if block_max is not None:
-            self._check_block_max(
-                block_max, logits, rows, width,
-                lambda: cpu.prefill_windows_of(row_starts.cpu(), row_ends.cpu(), width),
-            )  # fmt: skip
-        self._check_apart(
-            out, values, (row_starts, "row_starts"), (row_ends, "row_ends"),
-            (block_max, "block_max"),
+        k, want_values, ws = self._check_rest(
+            logits, rows, width, kernel, k, out, values, return_values, deterministic, sorted,
+            workspace, block_max,
+            lambda: cpu.prefill_windows_of(row_starts.cpu(), row_ends.cpu(), width),
+            (row_starts, "row_starts"), (row_ends, "row_ends"),
         )  # fmt: skip
         return rows, width, kernel, k, want_values, ws
 
@@ -609,20 +596,36 @@ class Dispatcher:
         kernel = device.type == self._kernel_type or self._route_device(device)
         if lengths is not None:
             check_index_tensor(lengths, "lengths", device, rows)
+        k, want_values, ws = self._check_rest(
+            logits, rows, width, kernel, k, out, values, return_values, deterministic, sorted,
+            workspace, block_max,
+            lambda: cpu.dense_windows_of(None if lengths is None else lengths.cpu(), rows, width),
+            (lengths, "lengths"),
+        )  # fmt: skip
+        return rows, width, kernel, k, want_values, ws
+
+    def _check_rest(
+        self, logits, rows, width, kernel, k, out, values, return_values, deterministic, sorted,
+        workspace, block_max, windows, *inputs,
+    ):  # fmt: skip
+        """The checks every entry ends with, after its own inputs': flags, K and the output
+        buffers (:meth:`_check_common`), the workspace, ``block_max`` (``windows()``: the
+        rows' windows for its debug check) and the outputs apart from ``inputs`` (``(tensor
+        or None, name)`` pairs) and ``block_max``; returns ``(k, want_values, workspace)``.
+
+        Raises:
+            TypeError, ValueError: a bad argument, named in the message.
+        """
+        device = logits.device
         k, want_values = self._check_common(
             k, out, values, return_values, deterministic, sorted, device, rows, width, kernel,
             logits,
         )  # fmt: skip
         ws = None if workspace is None else self._check_workspace(workspace, device, kernel)
         if block_max is not None:
-            self._check_block_max(
-                block_max, logits, rows, width,
-                lambda: cpu.dense_windows_of(
-                    None if lengths is None else lengths.cpu(), rows, width
-                ),
-            )  # fmt: skip
-        self._check_apart(out, values, (lengths, "lengths"), (block_max, "block_max"))
-        return rows, width, kernel, k, want_values, ws
+            self._check_block_max(block_max, logits, rows, width, windows)
+        self._check_apart(out, values, *inputs, (block_max, "block_max"))
+        return k, want_values, ws
 
     # ================================================================== 16-bit logits
     def _widen(self, logits) -> bool:
