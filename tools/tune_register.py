@@ -2,11 +2,16 @@
 
     python tools/tune_register.py --out results/tune_register.json [--dtype bfloat16]
 
-For every (K, n, batch) cell of a grid of full-length gaussian rows (in ``--dtype``), times each
+For every (K, n, batch) cell of a grid of gaussian rows (in ``--dtype``), times each
 register configuration that holds the row (cold L2, CUDA events, median) and the streaming
 family's route, after checking each result exact. 16-bit rows try each float32 shape with half
 the vectors (the same register slots). The routing rules in ``gvr_kernels.routing`` are read
 off this table (``benchmarks/results/h200/tune_register.json``).
+
+``--lengths`` sets the rows' lengths in each cell's arena of ``n`` scores: ``full`` (every row
+``n``, the default), ``short`` (uniform in ``[K + 1, n / 8]``: a launch whose rows are all far
+shorter than its envelope, where loads issued before the length read bytes no row needs) or
+``ragged`` (serving-like, ``benchmarks/bench_topk.ragged_lengths``).
 """
 
 from __future__ import annotations
@@ -125,6 +130,21 @@ def prebuild(cfgs):
     return built
 
 
+def row_lengths(kind, b, n, k):
+    """The ``b`` row lengths of a cell (``--lengths``), numpy int64, each at most ``n``."""
+    import numpy as np
+
+    if kind == "full":
+        return np.full(b, n, np.int64)
+    if kind == "short":
+        rng = np.random.default_rng([b, n, k])
+        return rng.integers(k + 1, max(k + 1, n // 8) + 1, b).astype(np.int64)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from benchmarks.bench_topk import ragged_lengths
+
+    return ragged_lengths(b, n)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=None)
@@ -135,6 +155,7 @@ def main() -> int:
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     ap.add_argument("--configs", default="", help="e.g. 256x4r4c2048,512x2r2c8192 (else SHAPES)")
     ap.add_argument("--routed", action="store_true", help="also time the routed configuration")
+    ap.add_argument("--lengths", default="full", choices=("full", "short", "ragged"))
     args = ap.parse_args()
     args.configs = parse_configs(args.configs)
     dtype = getattr(torch, args.dtype)
@@ -153,10 +174,10 @@ def main() -> int:
     rows_out, bad = [], 0
     for k, n, b, cands in cells:
         x = torch.randn(b, n, generator=g, device="cuda").to(dtype)
-        kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
+        lens = torch.from_numpy(row_lengths(args.lengths, b, n, k)).cuda()
+        kv = lens.to(torch.int32)
         zeros = torch.zeros(b, dtype=torch.int64, device="cuda")
-        lens = torch.full((b,), n, dtype=torch.int64, device="cuda")
-        cell = {"k": k, "n": n, "b": b}
+        cell = {"k": k, "n": n, "b": b, "lengths": args.lengths}
         for name, route in cands:
             try:
                 out, _, _, _ = kp.launch("decode", x, kv, None, k, route=route)
@@ -171,7 +192,7 @@ def main() -> int:
             res = [x, kv, kp.dummy_i, out, torch.zeros((1, 1), device="cuda", dtype=dtype),
                    kp.workspace, kp.dummy_i, k, 1, 0, route.parts, kp.dummy_f]  # fmt: skip
             cell[name] = timed(lambda: fn(*res), flush, args.reps)
-        timed_ = {nm: v for nm, v in cell.items() if nm not in ("k", "n", "b")}
+        timed_ = {nm: v for nm, v in cell.items() if nm not in ("k", "n", "b", "lengths")}
         best = min((v, nm) for nm, v in timed_.items() if v)
         each = " ".join(
             f"{nm.replace('register_decode_', 'r_')}:{v:.1f}" if v else f"{nm}:BAD"

@@ -1,5 +1,5 @@
 """``tools/tune_register.py`` reads its ``--configs`` items into the register configurations
-they name (CPU)."""
+they name, and draws each cell's row lengths as ``--lengths`` says (CPU)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
 
 from gvr_kernels.register import RegisterConfig  # noqa: E402
-from tune_register import candidates, parse_configs  # noqa: E402
+from tune_register import candidates, parse_configs, row_lengths  # noqa: E402
 
 
 def test_configs_read_as_their_names():
@@ -39,3 +39,16 @@ def test_configs_that_hold_the_row():
 def test_unreadable_items_stop(bad):
     with pytest.raises(SystemExit, match="cannot read"):
         parse_configs(bad)
+
+
+def test_row_lengths_of_each_kind():
+    b, n, k = 128, 16384, 512
+    full = row_lengths("full", b, n, k)
+    assert full.shape == (b,) and (full == n).all()
+    short = row_lengths("short", b, n, k)
+    assert short.shape == (b,) and short.min() > k and short.max() <= n // 8
+    assert len(set(short.tolist())) > b // 2
+    assert (row_lengths("short", b, n, k) == short).all()  # the same rows every run
+    ragged = row_lengths("ragged", b, n, k)
+    assert ragged.shape == (b,) and ragged.max() == n and ragged[-1] == n
+    assert (ragged <= 4096).sum() >= b // 2  # most rows short
