@@ -344,9 +344,17 @@ def test_warmup_cpu_engine():
         (dict(k=8, with_values="yes"), TypeError, "with_values"),
         (dict(k=8, block_max=2), TypeError, "block_max"),
         (dict(k=8, rows=(-1,)), ValueError, "rows"),
+        # ... and so are the shapes
+        (dict(k=8, width=0), ValueError, "width"),
+        (dict(k=8, width=1 << 26), ValueError, "width"),
+        (dict(k=8, width=2.5), TypeError, "width"),
+        (dict(k=8, row_stride=-4), ValueError, "row_stride"),
+        (dict(k=8, rows=(3,), next_n=2), ValueError, "next_n=2"),
     ):
         with pytest.raises(err, match=name):
             d.warmup(device="cpu", **kw)
+    # prefill rows need not be multiples of next_n, on the CPU as on a GPU
+    assert d.warmup(k=8, rows=(3,), next_n=2, modes=("prefill",), device="cpu").entries
 
 
 class _NoCuda(FakeRuntime):

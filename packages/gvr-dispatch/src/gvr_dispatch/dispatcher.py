@@ -54,7 +54,7 @@ from .validation import (
     check_output,
     resolve_k,
 )
-from .warmup import WarmupEntry, WarmupReport, check_call_flags, warmup_keys
+from .warmup import WarmupEntry, WarmupReport, check_call_flags, check_envelope, warmup_keys
 from .workspace import Workspace, as_workspace_words
 
 __all__ = ["Dispatcher"]
@@ -1074,8 +1074,12 @@ class Dispatcher:
                 device = self.runtime.current_device() if self._kernels_available() else "cpu"
             device = self._device(device)
             if device.type == "cpu" and self._kernel_type != "cpu":
-                # The CPU engine compiles nothing (and takes any K), but the flags are checked.
-                check_call_flags(k, rows, modes, with_values, deterministic, block_max, False)
+                # The CPU engine compiles nothing (and takes any K), but the flags and shapes
+                # are checked as for a GPU.
+                _, row_counts, modes_, *_ = check_call_flags(
+                    k, rows, modes, with_values, deterministic, block_max, False
+                )
+                check_envelope(width, row_stride, row_counts, modes_, next_n)
                 return self._warmup_cpu(t0)
             if device.type != self._kernel_type:
                 raise ValueError(f"device must be a CPU or CUDA device, got {device}")

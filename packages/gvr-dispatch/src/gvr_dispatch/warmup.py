@@ -148,6 +148,34 @@ def check_call_flags(k, rows, modes, with_values, deterministic, block_skip, ker
     return ks, row_counts, modes, values_opts, det_opts, skip_opts
 
 
+def check_envelope(width, row_stride, row_counts, modes, next_n):
+    """The shape arguments of a warm-up envelope, checked (also where the CPU engine serves the
+    calls and no key is made): ``width`` in ``[1, 2**26)``, ``row_stride >= 0``, and decode row
+    counts multiples of ``next_n``.
+
+    Returns:
+        ``(width, row_stride)`` as ints (or None where not given).
+
+    Raises:
+        TypeError, ValueError: an argument is out of range, naming it.
+    """
+    if width is not None:
+        width = check_int(width, "width")
+        if not 1 <= width < KERNEL_MAX_WIDTH:
+            raise ValueError(f"width must be in [1, 2**26), got {width}")
+    if row_stride is not None:
+        row_stride = check_int(row_stride, "row_stride")
+        if row_stride < 0:
+            raise ValueError(f"row_stride must be >= 0, got {row_stride}")
+    if "decode" in modes:
+        for r in row_counts:
+            if r % next_n:
+                raise ValueError(
+                    f"rows must be multiples of next_n={next_n} for decode calls, got {r}"
+                )
+    return width, row_stride
+
+
 def warmup_keys(
     device_index: int,
     *,
@@ -193,15 +221,9 @@ def warmup_keys(
     ks, row_counts, modes, values_opts, det_opts, skip_opts = check_call_flags(
         k, rows, modes, with_values, deterministic, block_skip
     )
-    if width is not None:
-        width = check_int(width, "width")
-        if not 1 <= width < KERNEL_MAX_WIDTH:
-            raise ValueError(f"width must be in [1, 2**26), got {width}")
+    width, row_stride = check_envelope(width, row_stride, row_counts, modes, next_n)
     notes: list[str] = []
     if row_stride is not None:
-        row_stride = check_int(row_stride, "row_stride")
-        if row_stride < 0:
-            raise ValueError(f"row_stride must be >= 0, got {row_stride}")
         vec = 8 if any(d != "float32" for d in dtypes) else 4
         if row_stride % vec and any(r > 1 for r in row_counts):
             notes.append(
@@ -214,31 +236,27 @@ def warmup_keys(
             raise ValueError(f"width (logits.shape[1]) is required to warm up {mode!r} calls")
         return width
 
-    # (kernel mode, n_env, rows per request)
-    envelopes: list[tuple[str, int, int]] = []
+    # (kernel mode, n_env)
+    envelopes: list[tuple[str, int]] = []
     for mode in modes:
         if mode == "decode":
             if max_seq_len is not None:
                 w = width if width is not None else max(max_seq_len >> cr_shift, 1)
                 w = min(w, KERNEL_MAX_WIDTH - 1)
-                envelopes.append(("decode", min(max(max_seq_len >> cr_shift, 1), w), next_n))
+                envelopes.append(("decode", min(max(max_seq_len >> cr_shift, 1), w)))
             else:
-                envelopes.append(("decode", need_width(mode), next_n))
+                envelopes.append(("decode", need_width(mode)))
         elif mode == "prefill":
-            envelopes.append(("prefill", need_width(mode), 1))
+            envelopes.append(("prefill", need_width(mode)))
         else:
             w = need_width(mode)
-            envelopes += [("decode", w, 1), ("full", w, 1)]
+            envelopes += [("decode", w), ("full", w)]
 
     keys: dict[LaunchKey, None] = {}
-    for mode, n_env, per_request in envelopes:
+    for mode, n_env in envelopes:
         for r in row_counts:
             if r == 0:
                 continue
-            if r % per_request:
-                raise ValueError(
-                    f"rows must be multiples of next_n={next_n} for decode calls, got {r}"
-                )
             for kk in ks:
                 for wv in values_opts:
                     for det in det_opts:
