@@ -534,7 +534,11 @@ def test_validation_functions_directly():
         check_compress_ratio(6)
     assert resolve_k(None, torch.zeros(2, 5, dtype=torch.int32), None) == 5
     assert resolve_k(None, None, torch.zeros(2, 6)) == 6
-    assert resolve_k(None, torch.zeros(2, 5, dtype=torch.int32), torch.zeros(2, 6)) == 5
+    assert resolve_k(None, torch.zeros(2, 5, dtype=torch.int32), torch.zeros(2, 5)) == 5
+    # k left out: two buffers of different widths name each other, not a k nobody passed
+    with pytest.raises(ValueError, match=re.escape("values.shape[1]=6 disagrees with out.shape")):
+        resolve_k(None, torch.zeros(2, 5, dtype=torch.int32), torch.zeros(2, 6))
+    assert resolve_k(7, torch.zeros(2, 5, dtype=torch.int32), torch.zeros(2, 6)) == 7
     with pytest.raises(ValueError, match=re.escape("k=5 disagrees with values.shape[1]=6")):
         check_output(torch.zeros(2, 6), "values", torch.float32, torch.device("cpu"), 2, 5)
     meta = torch.device("meta")

@@ -203,7 +203,8 @@ def resolve_k(k: object, out: object, values: object) -> int:
     Raises:
         TypeError: ``k`` is not an int, none of the three gives K, or ``k`` is left out and
             the first buffer given is not a tensor.
-        ValueError: ``k < 1``, or ``k`` is left out and the first buffer given is not 2-D.
+        ValueError: ``k < 1``, or ``k`` is left out and the first buffer given is not 2-D, or
+            ``out`` and ``values`` (2-D) differ in width.
     """
     if k is None:
         for buf, name in ((out, "out"), (values, "values")):
@@ -216,6 +217,16 @@ def resolve_k(k: object, out: object, values: object) -> int:
             k = buf.shape[1]
             if k < 1:
                 raise ValueError(f"k must be >= 1, got {name}.shape[1] = {k}")
+            if (
+                name == "out"
+                and isinstance(values, torch.Tensor)
+                and values.dim() == 2
+                and values.shape[1] != k
+            ):
+                raise ValueError(
+                    f"values.shape[1]={values.shape[1]} disagrees with out.shape[1]={k} "
+                    "(k is left out, so the buffers give it)"
+                )
             return k
         raise TypeError("k is required unless out or values gives it (out.shape[1])")
     k = check_int(k, "k")
