@@ -306,17 +306,28 @@ def test_forced_paths_with_early_loads(kp, case):
 
 
 #: The forced-path cases run with the bit walk (``RegisterConfig.bit_walk``): one and two mask
-#: words a thread (the 1024 x 8 tail slot is bit 0 of the second), a 16-bit shape.
-FORCED_WALK = [((512, 4), "float32", True), ((1024, 8), "float32", True)] + [
-    ((1024, 4), "bfloat16", True)
+#: words a thread (the 1024 x 8 tail slot is bit 0 of the second), a 16-bit shape, and the
+#: routed 512 x 8 decode row of 8,193-16,384 scores at most one row a SM (and with early loads).
+FORCED_WALK = [
+    ((512, 4), "float32", True, False),
+    ((1024, 8), "float32", True, False),
+    ((1024, 4), "bfloat16", True, False),
+    ((512, 8), "float32", True, False),
+    ((512, 8), "float32", True, True),
 ]
 
 
-@pytest.mark.parametrize("case", FORCED_WALK, ids=[f"t{t}v{v}-{d}" for (t, v), d, _ in FORCED_WALK])
+@pytest.mark.parametrize(
+    "case",
+    FORCED_WALK,
+    ids=[f"t{t}v{v}-{d}" + ("-early" if e else "") for (t, v), d, _, e in FORCED_WALK],
+)
 def test_forced_paths_with_bit_walk(kp, case):
     """:func:`test_forced_paths_match_the_model` with the bracket emission walking each
-    thread's set bits (``bit_walk``): the same paths and answers."""
-    forced_paths(kp, case, early=False, bit_walk=True)
+    thread's set bits (``bit_walk``), and with early loads where marked: the same paths and
+    answers."""
+    *case, early = case
+    forced_paths(kp, tuple(case), early=early, bit_walk=True)
 
 
 def forced_paths(kp, case, early, bit_walk=False):

@@ -25,6 +25,7 @@ from gvr_kernels.routing import (
     CLUSTER_SPLIT_PREFETCH,
     CLUSTER_SPLIT_REGISTER_MIN_K,
     CLUSTER_WIDE_N,
+    HALF_WARPS_MAX_K,
     MIN_PART_ELEMS,
     PRELOAD_MAX,
     RAGGED_BULK_EXTRA_PER_SM,
@@ -317,7 +318,7 @@ def test_routed_configs_are_distinct_and_cover_both_sides_of_each_boundary():
 
 def test_register_family_where_it_is_measured_faster():
     s = H200.sm_count
-    for n_env, rows in ((100, 1), (4096, 512), (16384, 4 * s), (REGISTER_WIDE_N, s)):
+    for n_env, rows in ((100, 1), (4096, 512), (16384, s + 1), (REGISTER_WIDE_N, s)):
         r = route_static(H200, rows=rows, n_env=n_env, k=2048)
         assert r.family == "register" and r.config.max_n >= n_env and r.parts == 1
     assert route_static(H200, rows=s + 1, n_env=REGISTER_WIDE_N, k=512).family == "streaming"
@@ -330,8 +331,10 @@ def test_register_family_where_it_is_measured_faster():
     kw = dict(n_env=REGISTER_WIDE_N + 1, k=512, families=("streaming", "register"))
     assert route_static(H200, rows=1, **kw).family == "streaming"
     # Two 512-thread CTAs per SM once rows outnumber the SMs, except where the values and tie
-    # variants need more registers than that leaves.
-    assert route_static(H200, rows=4 * s, n_env=16384, k=512).config.resident == 2
+    # variants need more registers than that leaves (plain decode rows stream past 5/4 rows a
+    # SM: test_half_warps_for_plain_decode_rows_up_to_16384).
+    assert route_static(H200, rows=s + 1, n_env=16384, k=512).config.resident == 2
+    assert route_static(H200, rows=4 * s, n_env=16384, k=512, mode="full").config.resident == 2
     assert route_static(H200, rows=4 * s, n_env=16384, k=512, with_values=True).config.resident == 1
     # Variants that spill at the widest core's register budget stream instead.
     wide = dict(rows=8, n_env=REGISTER_WIDE_N, k=2048)
@@ -342,15 +345,45 @@ def test_register_family_where_it_is_measured_faster():
     assert route_static(H200, **det_prefill).config.threads == 512
 
 
+def test_half_warps_for_plain_decode_rows_up_to_16384():
+    """Plain decode rows of 8,193-16,384 scores at most one row a SM: 512 x 8 at 128 registers
+    with the bracket (no early loads) while K <= HALF_WARPS_MAX_K, else 1024 x 4; values and
+    tie variants keep 1024 x 4; past 5/4 rows a SM plain decode rows stream."""
+    s = H200.sm_count
+    for rows in (34, 100, s):
+        for n_env in (8193, 12288, 16384):
+            cfg = route_static(H200, rows=rows, n_env=n_env, k=HALF_WARPS_MAX_K).config
+            assert (cfg.threads, cfg.vecs, cfg.resident) == (512, 8, 1), (rows, n_env)
+            assert cfg.bracket and cfg.bit_walk and not cfg.early_loads
+            for k in (HALF_WARPS_MAX_K + 1, 2048):
+                cfg = route_static(H200, rows=rows, n_env=n_env, k=k).config
+                assert (cfg.threads, cfg.vecs) == (1024, 4), (rows, n_env, k)
+            for kw in (dict(with_values=True), dict(deterministic=True)):
+                cfg = route_static(H200, rows=rows, n_env=n_env, k=512, **kw).config
+                assert (cfg.threads, cfg.vecs, cfg.bracket) == (1024, 4, False), kw
+    # many rows: the register rows at two CTAs per SM up to 5/4 rows a SM, then streaming
+    limit = (5 * s) // 4
+    for k in (512, 1024, 2048):
+        for n_env in (8193, 16384):
+            assert route_static(H200, rows=limit, n_env=n_env, k=k).family == "register"
+            assert route_static(H200, rows=limit + 1, n_env=n_env, k=k).family == "streaming"
+            assert route_static(H200, rows=512, n_env=n_env, k=k).family == "streaming"
+        # 8,192 scores keep the register family (512 x 4 at two CTAs a SM, or the bulk shapes)
+        assert route_static(H200, rows=512, n_env=8192, k=k).family == "register"
+    # ... and the values variant keeps its register row
+    assert route_static(H200, rows=512, n_env=16384, k=512, with_values=True).family == "register"
+
+
 def test_register_decode_rows_load_early_up_to_one_row_a_sm():
     s = H200.sm_count
     # 128 registers a thread (threads * resident <= 512), decode, at most one row a SM.
-    for rows, n_env, k in ((1, 4096, 512), (32, 4096, 2048), (s, 2048, 512)):
+    for rows, n_env, k in ((1, 4096, 512), (32, 4096, 2048), (s, 2048, 512), (s, 8192, 512)):
         cfg = route_static(H200, rows=rows, n_env=n_env, k=k).config
         assert cfg.family == "register" and cfg.early_loads, (rows, n_env, k)
         assert "_early" in cfg.name
-    # 64 registers a thread (1024 x 4 at n = 16,384; 1024 x 8), past one row a SM, or rows
-    # with no length to wait for: the loads follow the window.
+    # 64 registers a thread (1024 x 4 at n = 16,384 past K = 512; 1024 x 8), more scores a
+    # CTA than EARLY_LOADS_MAX_N (512 x 8 at K <= 512), past one row a SM, or rows with no
+    # length to wait for: the loads follow the window.
     for rows, n_env, mode in ((s, 16384, "decode"), (32, REGISTER_WIDE_N, "decode"),
                               (s + 1, 2048, "decode"), (4 * s, 4096, "decode"),
                               (1, 4096, "prefill"), (1, 4096, "full")):  # fmt: skip

@@ -22,7 +22,8 @@ The tuning constants below were measured on an H200 (``tools/device_streaming.py
   25.6-30.8 us against 31-40 us at b = 512, n = 16,384), and up to 32,768 while the rows fit
   the SMs; its CTA shape is the smallest that holds the envelope, with two 512-thread CTAs
   per SM once rows outnumber SMs (from 8,192 scores on, where it pays: 18.9 against 26.0 us
-  at b = 512, n = 8,192);
+  at b = 512, n = 8,192); measured again on the H100 with today's streaming core, plain
+  decode rows of 8,193-16,384 scores past 5/4 rows a SM are faster streamed (below);
 - one 1024-thread CTA per row beats a split row up to ``n_env`` = 16384 at every batch, and
   a split row wins from 65536 on while ``rows * parts`` fits the SMs;
 - past about 16 CTAs per row the split gains little; 8192 scores per CTA is on the plateau;
@@ -46,7 +47,13 @@ bracket``, ``benchmarks/results/h100/tune_bracket_k.log``: 512 x 4 at K = 2048 o
 scores 9.8 / 21.9 us against 12.7 / 26.6 at b = 128 / 512); with eight vectors a
 thread the bracket code spills at 64 registers, and with four at 64 registers it spills in
 the prefill and full modes and with values; those configurations keep the sampled path
-(``bracket=False``).
+(``bracket=False``). Decode rows without values or deterministic ties of 8,193-16,384 scores at
+most one row a SM run 512 x 8 at 128 registers with the bracket rather than 1024 x 4 at 64
+while K is at most ``HALF_WARPS_MAX_K`` (half the warps, so half the per-warp steps; the H100,
+raw kernel times, ``benchmarks/results/h100/tune_512x8_full.log``: n = 16,384, b = 64 / 128,
+K = 512 10.0 / 11.5 against 10.3 / 11.7 us; rows of K+1 to n/8 scores 7.9 / 8.1 against
+8.4 / 8.7), without early loads (``EARLY_LOADS_MAX_N``: with them full rows took 9.4 / 11.1 us
+but short rows 9.2 / 10.7).
 
 The cluster-register family (``gvr_kernels.cluster``: one thread-block cluster per row, the
 row in the registers of its CTAs, the bracket's counts or the sample and the survivors
@@ -82,9 +89,10 @@ Rows past two 512-thread CTAs per SM with K up to ``BULK_MAX_K`` take four 256-t
 CTAs per SM with a staging cut to 2,048-4,096 entries (``BULK_ROWS_PER_SM``).
 
 Register-resident decode rows issue their loads before their ``kv_lens`` entry arrives
-(``RegisterConfig.early_loads``) while the launch has at most one row a SM; past that they wait
-for it. Measured on the H200 (``ab_early_loads.log``, raw kernel times, the lower of two runs a
-variant): full rows 0.2-0.5 us sooner at b <= 32 and 0.6-1.0 us at b = 128-512
+(``RegisterConfig.early_loads``) while the launch has at most one row a SM and the CTA holds at
+most ``EARLY_LOADS_MAX_N`` scores; past that they wait for it. Measured on the H200
+(``ab_early_loads.log``, raw kernel times, the lower of two runs a variant): full rows 0.2-0.5 us
+sooner at b <= 32 and 0.6-1.0 us at b = 128-512
 (n = 4,096 / 16,384), but a launch whose rows are all far shorter than the envelope reads the
 CTAs' whole capacity: b = 128 and 512 rows of 513-2,047 scores in a 16,384 envelope took
 1.6 / 2.7 us longer. Past one row a SM the launch is bandwidth-bound and those bytes cost; up to
@@ -145,6 +153,8 @@ __all__ = [
     "REGISTER_WIDE_N",
     "BRACKET_MAX_VECS",
     "BRACKET_WIDE_K_VECS",
+    "HALF_WARPS_MAX_K",
+    "EARLY_LOADS_MAX_N",
     "CLUSTER_MAX_N",
     "CLUSTER_WIDE_N",
     "CLUSTER_BRACKET_MIN_K",
@@ -226,7 +236,8 @@ REGISTER_MAX_N = 16384
 #: ... and at most this long when the rows fit the SMs (one 1024-thread CTA each).
 REGISTER_WIDE_N = 32768
 #: Register shapes of at most this many vectors a thread take the bracket histogram path
-#: (with eight, its code spills at 64 registers).
+#: (with eight, its code spills at 64 registers; at 128, one 512 x 8 CTA per SM, plain decode
+#: rows take it too).
 BRACKET_MAX_VECS = 4
 #: ... while K is at most a quarter of the envelope, and at any K for float32 shapes of this
 #: many vectors a thread in 512- or 1024-thread CTAs (``tools/tune_meet.py --set bracket``,
@@ -234,6 +245,26 @@ BRACKET_MAX_VECS = 4
 #: K = 2048 took 0.77x / 0.82x the radix selection's time at b = 128 / 512; with two vectors,
 #: at 4,096 scores, 0.98x-1.05x, and 1.07x at b = 1 with one).
 BRACKET_WIDE_K_VECS = 4
+#: Plain decode rows of 8,193-16,384 scores at most one row a SM run on 512 x 8 at 128
+#: registers with the bracket (half the warps of 1024 x 4, so half the per-warp steps: crowd
+#: tests, warp scans, slot atomics, barrier arrivals) while K is at most this; at K = 1024 the
+#: two measured even, at K = 2048 1024 x 4 faster (the H100, raw kernel times,
+#: ``benchmarks/results/h100/tune_512x8_full.log``, ``tune_512x8_k1024_full.log``).
+HALF_WARPS_MAX_K = 512
+#: Plain decode launches (float32, no values or deterministic ties) of more than 5/4 rows a SM
+#: over envelopes of 8,193-16,384 scores stream (the 512-thread streaming core at two CTAs per
+#: SM) rather than run 512 x 8 register rows at two CTAs per SM: the H100, raw kernel times,
+#: full rows, ``benchmarks/results/h100/tune_bulk_stream.log``: b = 192 / 256 / 512 at
+#: n = 10,240 and 16,384 0.86x-0.98x the register rows' time (1.01x at n = 10,240, K = 512,
+#: b = 512; n = 16,384, K = 1024: 15.1 / 15.9 / 27.0 against 16.7 / 18.2 / 28.9 us), at
+#: b = 133 0.92x-1.02x; 134-191 rows not measured.
+#: Register rows load before their length arrives (``RegisterConfig.early_loads``) only where
+#: the CTA holds at most this many scores: at 16,384 a launch of rows shorter than the
+#: envelope reads up to 64 KiB a row it does not need (the H100, 512 x 8 at b = 64 / 128,
+#: K = 512: rows of K+1 to n/8 scores 9.2 / 10.7 us against 7.9 / 8.1 without, serving-like
+#: ragged rows 9.2 / 10.8 against 8.4 / 8.6; full rows 9.4 / 11.1 against 10.0 / 11.5;
+#: ``tune_512x8_short.log``, ``tune_512x8_ragged.log``).
+EARLY_LOADS_MAX_N = 8192
 #: Envelopes up to this run on the cluster-register family while its CTAs take at most half
 #: the SMs (``_cluster_core``).
 CLUSTER_MAX_N = 65536
@@ -436,9 +467,12 @@ def _register_core(
     """
     if dtype != "float32" and n_env > SMALL_ROW_N:
         return None
+    plain_decode = mode == "decode" and not with_values and not deterministic
+    if plain_decode and n_env > 8192 and 4 * rows > 4 * spec.sm_count + spec.sm_count:
+        return None  # many rows of 8,193-16,384 scores: the streaming core is faster
     # Rows past two 512-thread CTAs per SM (float32, measured): the bulk shapes.
     bulk = rows > BULK_ROWS_PER_SM * spec.sm_count and k <= BULK_MAX_K and dtype == "float32"
-    reg = _register_shape(spec, rows, n_env, mode, with_values, deterministic, bulk)
+    reg = _register_shape(spec, rows, n_env, k, mode, with_values, deterministic, bulk)
     if reg is None:
         return None
     lean = mode == "decode" and not with_values and not deterministic
@@ -446,12 +480,13 @@ def _register_core(
     wide_k = reg.threads >= 512 and dtype == "float32"
     reg = replace(
         reg,
-        bracket=reg.vecs <= BRACKET_MAX_VECS
+        bracket=(reg.vecs <= BRACKET_MAX_VECS or (lean and reg.threads * reg.resident <= 512))
         and (4 * k <= n_env or (wide_k and reg.vecs >= BRACKET_WIDE_K_VECS))
         and fits,
         early_loads=mode == "decode"
         and rows <= spec.sm_count
-        and reg.threads * reg.resident <= 512,
+        and reg.threads * reg.resident <= 512
+        and reg.vecs * reg.threads * 4 <= EARLY_LOADS_MAX_N,
     )
     if dtype != "float32":
         reg = replace(reg, dtype=dtype, vecs=max(1, reg.vecs // 2))
@@ -462,6 +497,7 @@ def _register_shape(
     spec: DeviceSpec,
     rows: int,
     n_env: int,
+    k: int,
     mode: str,
     with_values: bool,
     deterministic: bool,
@@ -489,6 +525,8 @@ def _register_shape(
         two = not few and not (prefill and deterministic)
         return RegisterConfig(threads=512, vecs=4, resident=2 if two else 1)
     if n_env <= REGISTER_MAX_N:
+        if few and plain and mode == "decode" and k <= HALF_WARPS_MAX_K:
+            return RegisterConfig(threads=512, vecs=8)
         if few and not (prefill and deterministic):
             return RegisterConfig(threads=1024, vecs=4)
         return RegisterConfig(threads=512, vecs=8, resident=2 if plain and not few else 1)
