@@ -520,7 +520,7 @@ def test_many_rows(kp):
 def test_phase_stamps_of_register_rows(kp):
     """A ``stamp_phases`` register launch (``tools/time_register_phases.py``) answers
     exactly; every CTA stamps entry, load, reduce and finish in time order, and the bracket
-    rows their count and crossing too."""
+    rows their count, crossing and stage too."""
     from gvr_kernels.abi import KernelArgs
     from gvr_kernels.family import STAMP_WORDS
     from gvr_kernels.register.config import STAMPS

@@ -42,10 +42,13 @@ STAGED_UNSAMPLED_SLOTS = 16
 #: The phase boundaries a ``stamp_phases`` kernel stamps, in the order of their words (of
 #: ``family.STAMP_WORDS`` a CTA): kernel entry; the row loaded (the held scores' bits or keys
 #: and the thread's reductions computed, which waits for the loads); the CTA's reductions
-#: (one barrier); on the bracket path the counting pass and the crossing search; and the row
-#: finished (the emission, and the crossing bin's selection). A stamp between the emission of
-#: the keys above the crossing bin and the rest spilled at 64 registers (1024 x 4).
-STAMPS = ("entry", "load", "reduce", "count", "crossing", "finish")
+#: (one barrier); on the bracket path the counting pass, the crossing search, and the keys
+#: above the crossing bin written with the crossing bin's written or staged (``stage``: after
+#: the staging's barrier); and the row finished (the crossing bin's selection). The stamped
+#: 1024 x 4 build keeps 8 bytes of stack at 64 registers, with or without ``stage`` (sm_90a);
+#: an earlier stamp right after the emission of the keys above the crossing bin was left out
+#: for spilling.
+STAMPS = ("entry", "load", "reduce", "count", "crossing", "stage", "finish")
 
 
 @dataclass(frozen=True)

@@ -435,6 +435,7 @@ class RegisterTopK:
             if whole:
                 if cute.arch.vote_any_sync(n_eq > 0):
                     write_masked(cfg, out, values, row, regs, eq, above + slot_eq)
+                self._stamp(paths, "stage")
             else:
                 if cute.arch.vote_any_sync(n_eq > 0):
 
@@ -444,6 +445,7 @@ class RegisterTopK:
 
                     stage_masked(cfg, regs, eq, slot_eq, put)
                 cute.arch.barrier()
+                self._stamp(paths, "stage")
                 if m <= RANK_MAX:
                     code = Int32(Path.BRACKET_RANK)
                     if tid // 32 == 0:
