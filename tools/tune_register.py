@@ -139,7 +139,9 @@ def row_lengths(kind, b, n, k):
     if kind == "short":
         rng = np.random.default_rng([b, n, k])
         return rng.integers(k + 1, max(k + 1, n // 8) + 1, b).astype(np.int64)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if root not in sys.path:  # (the repository root holds the benchmarks package)
+        sys.path.insert(0, root)
     from benchmarks.bench_topk import ragged_lengths
 
     return ragged_lengths(b, n)

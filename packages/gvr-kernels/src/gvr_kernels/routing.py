@@ -154,6 +154,7 @@ __all__ = [
     "BRACKET_MAX_VECS",
     "BRACKET_WIDE_K_VECS",
     "HALF_WARPS_MAX_K",
+    "REGISTER_MID_MAX_ROWS_PER_SM",
     "EARLY_LOADS_MAX_N",
     "CLUSTER_MAX_N",
     "CLUSTER_WIDE_N",
@@ -258,6 +259,7 @@ HALF_WARPS_MAX_K = 512
 #: n = 10,240 and 16,384 0.86x-0.98x the register rows' time (1.01x at n = 10,240, K = 512,
 #: b = 512; n = 16,384, K = 1024: 15.1 / 15.9 / 27.0 against 16.7 / 18.2 / 28.9 us), at
 #: b = 133 0.92x-1.02x; 134-191 rows not measured.
+REGISTER_MID_MAX_ROWS_PER_SM = 5 / 4
 #: Register rows load before their length arrives (``RegisterConfig.early_loads``) only where
 #: the CTA holds at most this many scores: at 16,384 a launch of rows shorter than the
 #: envelope reads up to 64 KiB a row it does not need (the H100, 512 x 8 at b = 64 / 128,
@@ -467,15 +469,14 @@ def _register_core(
     """
     if dtype != "float32" and n_env > SMALL_ROW_N:
         return None
-    plain_decode = mode == "decode" and not with_values and not deterministic
-    if plain_decode and n_env > 8192 and 4 * rows > 4 * spec.sm_count + spec.sm_count:
+    lean = mode == "decode" and not with_values and not deterministic
+    if lean and n_env > 8192 and rows > REGISTER_MID_MAX_ROWS_PER_SM * spec.sm_count:
         return None  # many rows of 8,193-16,384 scores: the streaming core is faster
     # Rows past two 512-thread CTAs per SM (float32, measured): the bulk shapes.
     bulk = rows > BULK_ROWS_PER_SM * spec.sm_count and k <= BULK_MAX_K and dtype == "float32"
     reg = _register_shape(spec, rows, n_env, k, mode, with_values, deterministic, bulk)
     if reg is None:
         return None
-    lean = mode == "decode" and not with_values and not deterministic
     fits = reg.vecs <= 2 or reg.threads * reg.resident <= 512 or lean
     wide_k = reg.threads >= 512 and dtype == "float32"
     reg = replace(
@@ -486,7 +487,7 @@ def _register_core(
         early_loads=mode == "decode"
         and rows <= spec.sm_count
         and reg.threads * reg.resident <= 512
-        and reg.vecs * reg.threads * 4 <= EARLY_LOADS_MAX_N,
+        and reg.max_n <= EARLY_LOADS_MAX_N,
     )
     if dtype != "float32":
         reg = replace(reg, dtype=dtype, vecs=max(1, reg.vecs // 2))
