@@ -89,6 +89,9 @@ def register_configs() -> list:
         base = RegisterConfig(threads=threads, vecs=vecs, resident=resident, capacity=capacity)
         out[replace(base, mode="prefill", with_values=True)] = None
         out[replace(base, with_values=True, deterministic=True)] = None
+    # tools/sanitize_register.py: the routed 512 x 8 bracket row with the bit walk
+    for early in (False, True):
+        out[RegisterConfig(threads=512, vecs=8, bit_walk=True, early_loads=early)] = None
     return list(out)
 
 

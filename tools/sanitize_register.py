@@ -8,7 +8,8 @@ sampled rows (the rung), underestimated rungs, short and unsampled rows, rows lo
 registers (the whole-row selection from memory), values and the deterministic tie mode,
 prefill windows, every bracket path (the crossing bin taken whole, ranked, narrowed from the
 staging, or from the registers past the capacity), and loads issued before the length
-(``early_loads``) where the shape allows them.
+(``early_loads``) where the shape allows them, and the routed 512 x 8 bracket row with the bit
+walk.
 Exit status 1 on an inexact row.
 """
 
@@ -71,6 +72,7 @@ def main() -> int:
             (~check_windows(x[:4], s.to(torch.int64), (e - s).to(torch.int64), k, out)).sum()
         )
     bad += bracket_rows(kp, g)
+    bad += half_warp_rows(kp, g)
     torch.cuda.synchronize()
     print(f"inexact rows: {bad}")
     return 1 if bad else 0
@@ -100,6 +102,24 @@ def bracket_rows(kp, g) -> int:
         ):
             cfg = RegisterConfig(threads=threads, vecs=vecs, capacity=2048, with_values=values,
                                  deterministic=det, early_loads=early)  # fmt: skip
+            bad += decode_inexact(kp, cfg, x, kv, k)
+    return bad
+
+
+def half_warp_rows(kp, g) -> int:
+    """The routed 512 x 8 decode row (one CTA per SM, 128 registers, the bracket with the
+    bit walk; loads after the length, and before it): full, short and tied rows, a row the
+    bracket refuses (NaN), K = 512 and 1024."""
+    threads, vecs = 512, 8
+    cap = 4 * threads * vecs
+    x = torch.randn(6, cap + 8, generator=g, device="cuda")
+    x[1, 100:2100] = 3.0  # a tie class across the K-th key
+    x[3, 17] = float("nan")
+    kv = torch.tensor([cap, cap, 9000, cap - 5, 600, 1], dtype=torch.int32, device="cuda")
+    bad = 0
+    for k in (512, 1024):
+        for early in (False, True):
+            cfg = RegisterConfig(threads=threads, vecs=vecs, bit_walk=True, early_loads=early)
             bad += decode_inexact(kp, cfg, x, kv, k)
     return bad
 
