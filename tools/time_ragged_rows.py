@@ -19,6 +19,13 @@ the phases of their last-ending CTA (medians, microseconds; a phase is the time 
 boundary before it to its own, so a path that skips a boundary folds its time into the next),
 beside the routed kernel's CUDA-event time (median of 40, no stamps). The stamped answer is
 checked against ``torch.topk`` first (the selected values as multisets).
+
+A ragged split (routed, or forced with ``--ragged``: the split ``tools/tune_ragged.py``
+times against the static launch) is read through its CPU model
+(``gvr_reference.ragged.ragged_blocks``: which CTA serves which row); its ``window`` phase
+holds the in-kernel hand-out.
+
+    python3 tools/time_ragged_rows.py --cells 65536:256:512 --ragged
 """
 
 from __future__ import annotations
@@ -40,31 +47,63 @@ from phase_timing import WRAP, selection_exact, stamp_spans  # noqa: E402
 CELLS = [(w, b, k) for w, b in ((65536, 64), (65536, 256), (262144, 8)) for k in (512, 2048)]
 
 
-def stamped_route(spec, w: int, b: int, k: int):
+def stamped_route(spec, w: int, b: int, k: int, ragged: bool = False):
     """``(route, stamped configuration)`` of a cell, or ``(route, None)`` where the tool
-    cannot read it."""
-    from gvr_kernels.routing import route_static
+    cannot read it (the cluster-register family: no stamps). ``ragged``: the ragged split of
+    the cell's CTAs in place of the routed launch, where ``tools/tune_ragged.py`` has one
+    (else ``(route, None)``)."""
+    from gvr_kernels.routing import Route, route_static
 
     route = route_static(spec, rows=b, n_env=w, k=k)
+    if ragged:
+        from tune_ragged import routes
+
+        alt = routes(spec, b, w, k)
+        if alt is None:
+            return route, None
+        cfg, extra = alt[2], alt[3]
+        route = Route(config=cfg, parts=extra, grid=b + extra, n_env=w,
+                      workspace_words=min(b, extra) * cfg.workspace_words_per_row)  # fmt: skip
     cfg = route.config
-    if not hasattr(cfg, "stamp_phases") or getattr(cfg, "ragged", False):
+    if not hasattr(cfg, "stamp_phases"):
         return route, None
     return route, replace(cfg, stamp_phases=True)
 
 
-def row_ends(stamps: np.ndarray, rows: int, per_row: int) -> tuple[np.ndarray, np.ndarray]:
-    """One launch's stamps (int64 ``[rows * per_row, words]``, zero where not stamped): per
-    row, its end (ns after the launch's earliest stamp) and the index of its last-ending
-    CTA."""
+def cta_rows(route, lengths) -> np.ndarray:
+    """The row each CTA of ``route`` serves (int64 ``[grid]``, ``-1``: none): ``parts``
+    consecutive CTAs a row, or a ragged split's hand-out by its CPU model."""
+    from gvr_reference.ragged import MIN_PART, ragged_blocks
+
+    if getattr(route.config, "ragged", False):
+        return ragged_blocks(lengths, route.grid, MIN_PART)[:, 0]
+    return np.repeat(np.arange(len(lengths)), route.grid // len(lengths))
+
+
+def row_ends(stamps: np.ndarray, rows_of: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """One launch's stamps (int64 ``[grid, words]``, zero where not stamped) and the row of
+    each CTA (``rows_of``, ``-1`` for none): per row, its end (ns after the launch's
+    earliest stamp) and the index of its last-ending CTA."""
     hit = stamps != 0
     # (the stamps wrap: each relative to one of them, in [-WRAP / 2, WRAP / 2), then to the
     # earliest)
     ref = stamps[hit][0]
     rel = (stamps - ref + WRAP // 2) % WRAP - WRAP // 2
     rel = np.where(hit, rel - rel[hit].min(), -1)
-    last = rel.max(axis=1).reshape(rows, per_row)
-    which = last.argmax(axis=1)
-    return last.max(axis=1), which + np.arange(rows) * per_row
+    last = rel.max(axis=1)
+    ends = np.full(rows, -1, np.int64)
+    which = np.zeros(rows, np.int64)
+    for r in range(rows):
+        ctas = np.flatnonzero(rows_of == r)
+        if ctas.size:
+            at = ctas[last[ctas].argmax()]
+            ends[r], which[r] = last[at], at
+    return ends, which
+
+
+def parse_cells(text: str) -> list[tuple[int, int, int]]:
+    """``"65536:256:512,262144:8:2048"`` -> ``[(width, rows, K), ...]``."""
+    return [tuple(int(x) for x in item.split(":")) for item in text.split(",")]
 
 
 def main() -> None:
@@ -74,12 +113,16 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=8, help="export processes")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--top", type=int, default=6, help="slowest rows printed a cell")
+    ap.add_argument(
+        "--cells", type=parse_cells, default=CELLS, help="width:rows:K,... (default: CELLS)"
+    )
+    ap.add_argument("--ragged", action="store_true", help="the ragged split of each cell")
     args = ap.parse_args()
     from gvr_kernels.spec import H200
 
     cfgs = []
-    for w, b, k in CELLS:
-        route, stamped = stamped_route(H200, w, b, k)
+    for w, b, k in args.cells:
+        route, stamped = stamped_route(H200, w, b, k, args.ragged)
         if stamped is not None:
             cfgs += [route.config, stamped]
     import export_kernels as ek
@@ -100,17 +143,21 @@ def main() -> None:
     flush = timing_setup()
     g = torch.Generator(device="cuda").manual_seed(0)
     print(f"# tools/time_ragged_rows.py on {torch.cuda.get_device_name()}: us")
-    for w, b, k in CELLS:
-        route, stamped = stamped_route(H200, w, b, k)
+    words = max((r.workspace_words for r, _ in map(lambda c: stamped_route(
+        H200, *c, args.ragged), args.cells)), default=0)  # fmt: skip
+    if kp.workspace.numel() < words:
+        kp.workspace = torch.zeros(words, dtype=torch.int32, device="cuda").view(torch.uint32)
+    for w, b, k in args.cells:
+        route, stamped = stamped_route(H200, w, b, k, args.ragged)
         if stamped is None:
-            print(f"n={w} b={b} k={k}: {route.config.name} not read (no static row map)")
+            print(f"n={w} b={b} k={k}: {route.config.name} not read (no stamps)")
             continue
         names = STREAMING_STAMPS if stamped.family == "streaming" else REGISTER_STAMPS
         lens = ragged_lengths(b, w)
         lg = torch.randn(b, w, generator=g, device="cuda")
         kv = torch.from_numpy(lens.astype(np.int32)).cuda()
         t_ev, exact = timed_exact(kp, route.config, route.parts, lg, kv, k, flush)
-        per_row = route.grid // b
+        rows_of = cta_rows(route, lens)
         stamps = torch.zeros(route.grid * STAMP_WORDS, dtype=torch.int32, device="cuda")
         out = torch.empty((b, k), dtype=torch.int32, device="cuda")
         launch = decode_args(kp, lg, kv, out, k, route.parts)._replace(paths=stamps)
@@ -122,7 +169,7 @@ def main() -> None:
             f(*launch)
             torch.cuda.synchronize()
             st = stamps.view(route.grid, STAMP_WORDS).cpu().numpy().astype(np.int64)
-            end, last = row_ends(st[:, : len(names)], b, per_row)
+            end, last = row_ends(st[:, : len(names)], rows_of, b)
             ends.append(end)
             phases.append([stamp_spans(st[c, : len(names)], names) for c in last])
         exact &= selection_exact(lg, kv, out, k)

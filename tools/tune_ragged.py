@@ -2,6 +2,7 @@
 the router used before it, on the H200 (results: ``benchmarks/results/h200/tune_ragged.log``)::
 
     python3 tools/tune_ragged.py > tune_ragged.log
+    python3 tools/tune_ragged.py --widths 65536 --rows 160,256 --ks 512   # a few cells
 
 Per cell (arena width, rows, K) two batches of gaussian float32 rows: serving-like ragged
 lengths (``benchmarks/bench_topk.ragged_lengths``: 80 % short, 15 % mid, 5 % long, the last
@@ -18,6 +19,7 @@ first (the selected values equal ``torch.topk``'s over each row's window, as mul
 
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -54,7 +56,13 @@ def routes(spec, rows, width, k):
 def main() -> None:
     from gvr_kernels.spec import H200
 
-    cells = [(w, b, k) for w in WIDTHS for b in ROWS for k in KS]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
+    ap.add_argument("--widths", type=ints, default=list(WIDTHS), help="arena widths")
+    ap.add_argument("--rows", type=ints, default=list(ROWS), help="rows a launch")
+    ap.add_argument("--ks", type=ints, default=list(KS))
+    args = ap.parse_args()
+    cells = [(w, b, k) for w in args.widths for b in args.rows for k in args.ks]
     cfgs = {c for w, b, k in cells for c in (routes(H200, b, w, k) or ())[:3:2]}
     import export_kernels as ek
 

@@ -12,7 +12,14 @@ from gvr_kernels.spec import H200
 sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
 
 from phase_timing import stamp_spans  # noqa: E402
-from time_ragged_rows import CELLS, WRAP, row_ends, stamped_route  # noqa: E402
+from time_ragged_rows import (  # noqa: E402
+    CELLS,
+    WRAP,
+    cta_rows,
+    parse_cells,
+    row_ends,
+    stamped_route,
+)
 
 
 def test_row_ends_take_each_rows_last_cta_from_the_launchs_first_stamp():
@@ -26,11 +33,12 @@ def test_row_ends_take_each_rows_last_cta_from_the_launchs_first_stamp():
         ],
         dtype=np.int64,
     )
-    end, last = row_ends(st, 2, 2)
+    rows_of = np.array([0, 0, 1, 1])
+    end, last = row_ends(st, rows_of, 2)
     assert end.tolist() == [4100 - 900, 2900 - 900] and last.tolist() == [1, 2]
     # the stamps are the low 31 bits of the timer: a launch across a wrap still orders
     wrapped = np.where(st != 0, (st + WRAP - 2000) % WRAP, 0)
-    end_w, last_w = row_ends(wrapped, 2, 2)
+    end_w, last_w = row_ends(wrapped, rows_of, 2)
     assert end_w.tolist() == end.tolist() and last_w.tolist() == last.tolist()
 
 
@@ -44,6 +52,30 @@ def test_cells_read_only_routes_with_a_static_row_map():
         route, stamped = stamped_route(H200, w, b, k)
         assert stamped is not None and stamped.stamp_phases and stamped.family == "streaming"
         assert not stamped.ragged and route.grid % b == 0
-    # a ragged split hands its CTAs out in-kernel; the cluster-register family has no stamps
-    assert stamped_route(H200, 262144, 64, 512)[1] is None
+    # the cluster-register family has no stamps
     assert stamped_route(H200, 65536, 8, 512)[1] is None
+
+
+def test_ragged_splits_are_read_through_their_cpu_model():
+    # routed (n = 262,144, 64 rows) and forced (n = 65,536, 256 rows: rows + SMs CTAs)
+    for (w, b, k), force in (((262144, 64, 512), False), ((65536, 256, 512), True)):
+        route, stamped = stamped_route(H200, w, b, k, ragged=force)
+        assert stamped is not None and stamped.ragged and stamped.stamp_phases
+        lens = np.full(b, 300)
+        lens[-1] = w  # one long row takes a share of the extra CTAs
+        rows_of = cta_rows(route, lens)
+        assert rows_of.shape == (route.grid,)
+        assert set(rows_of[rows_of >= 0].tolist()) == set(range(b))
+        long = int((rows_of == b - 1).sum())
+        assert long > 1 and (rows_of[:long] == b - 1).all()  # split rows take the first CTAs
+    assert route.grid == 256 + H200.sm_count and route.workspace_words > 0
+    # none between half the SMs and the SMs (one CTA a row, no split to share out)
+    assert stamped_route(H200, 65536, 100, 512, ragged=True)[1] is None
+    # an idle CTA ends no row; a row's end is its last CTA's
+    st = np.array([[100, 900], [100, 0], [200, 500]], dtype=np.int64)
+    end, last = row_ends(st, np.array([0, -1, 0]), 1)
+    assert end.tolist() == [800] and last.tolist() == [0]
+
+
+def test_cells_parse():
+    assert parse_cells("65536:256:512,262144:8:2048") == [(65536, 256, 512), (262144, 8, 2048)]
