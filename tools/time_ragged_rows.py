@@ -7,10 +7,8 @@ Per cell (serving-like ragged lengths, ``benchmarks/bench_topk.ragged_lengths``,
 float32 rows), the H200's route of a decode call (``gvr_kernels.routing.route_static`` with
 ``gvr_kernels.spec.H200``, on whatever GPU runs the tool) compiled with ``stamp_phases``
 (thread 0 of every CTA stamps ``%globaltimer`` at its family's phase boundaries: the
-streaming family's ``STAMPS`` or the register family's; the stamps change no result). Only
-routes whose CTAs map to rows statically (one CTA, or ``parts`` consecutive CTAs, a row) are
-read; a ragged split hands its CTAs out in-kernel and is skipped, and so is the
-cluster-register family (no stamps).
+streaming family's ``STAMPS`` or the register family's; the stamps change no result). The
+cluster-register family has no stamps and is skipped.
 
 For each of ``--reps`` launches, the L2 flushed before each: ``t0`` is the launch's earliest
 stamp; a row *ends* at the last stamp of its CTAs. The rows are ranked by their median end
@@ -42,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 from phase_timing import WRAP, selection_exact, stamp_spans  # noqa: E402
 
-#: (width, rows, K) of the cells read by default: the ragged set's cells whose routes map
-#: their CTAs to rows statically.
+#: (width, rows, K) of the cells read by default: ragged-set cells whose routes map their CTAs
+#: to rows statically.
 CELLS = [(w, b, k) for w, b in ((65536, 64), (65536, 256), (262144, 8)) for k in (512, 2048)]
 
 
