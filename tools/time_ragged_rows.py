@@ -179,7 +179,11 @@ def main() -> None:
         for r in np.argsort(-med_end)[: args.top]:
             ph = {m: np.median([p[r][m] for p in phases if m in p[r]]) / 1000 for m in names}
             shown = "  ".join(f"{m} {v:.2f}" for m, v in ph.items() if not np.isnan(v))
-            print(f"    row {r:3d} n={lens[r]:6d} end {med_end[r]:.2f} | {shown}", flush=True)
+            ctas = int((rows_of == r).sum())
+            print(
+                f"    row {r:3d} n={lens[r]:6d} ctas {ctas} end {med_end[r]:.2f} | {shown}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
