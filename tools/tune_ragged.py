@@ -3,6 +3,7 @@ the router used before it, on the H200 (results: ``benchmarks/results/h200/tune_
 
     python3 tools/tune_ragged.py > tune_ragged.log
     python3 tools/tune_ragged.py --widths 65536 --rows 160,256 --ks 512   # a few cells
+    python3 tools/tune_ragged.py --widths 65536 --rows 256 --extras 8,32,fill,132
 
 Per cell (arena width, rows, K) two batches of gaussian float32 rows: serving-like ragged
 lengths (``benchmarks/bench_topk.ragged_lengths``: 80 % short, 15 % mid, 5 % long, the last
@@ -10,7 +11,9 @@ row the full width) and uniform full rows. ``static``: the same ``rows * parts``
 ``parts`` per row (``rows <= SMs / 2``), or one CTA per row (1024 threads for ``SMs / 2 < rows
 <= SMs``, 512 past the SMs); ``ragged``: the ragged split of the same core and CTAs (also
 where the router keeps the static split), past the SMs with ``min(rows - 1, SMs)`` extra CTAs
-at every width measured; ``ragged x2``: past the SMs, with ``min(rows - 1, 2 * SMs)``. Each
+at every width measured; ``ragged x2``: past the SMs, with ``min(rows - 1, 2 * SMs)``;
+``--extras`` times other extra-CTA counts past the SMs instead (``fill``: the resident slots
+left beside one CTA a row, ``2 * SMs - rows``, so the grid is one wave). Each
 configuration is exported ahead of time (in parallel), then launched directly
 (``gvr_kernels.abi.KernelArgs``); one CUDA-event median of 40 launches per cell, the L2
 flushed before each, after a short bf16 matmul warm-up. Every timed launch's answer is checked
@@ -33,10 +36,25 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 
 
-def routes(spec, rows, width, k):
+def parse_extras(text: str) -> list[int | str]:
+    """``"8,32,fill"`` -> ``[8, 32, "fill"]``."""
+    return [x if x == "fill" else int(x) for x in text.split(",")]
+
+
+def extra_ctas(spec, rows: int, extra: int | str) -> int:
+    """A ragged split's extra CTAs past the SMs: ``extra`` capped below ``rows``; ``"fill"``:
+    the resident slots of two 512-thread CTAs a SM left beside one CTA a row (at least 1). At
+    most ``2 * SMs``, the workspace's row slots."""
+    if extra == "fill":
+        extra = 2 * spec.sm_count - rows
+    return max(1, min(rows - 1, 2 * spec.sm_count, extra))
+
+
+def routes(spec, rows, width, k, extras=None):
     """``(static config, static parts, ragged config, ragged parts...)`` of a decode launch
-    (``parts``: the kernels' argument; a ragged split's extra CTAs), or None where the rows
-    fit the SMs and the router picks no split (the ragged split then is not an option)."""
+    (``parts``: the kernels' argument; a ragged split's extra CTAs, past the SMs those of
+    ``extras``, default ``SMs`` and ``2 * SMs``), or None where the rows fit the SMs and the
+    router picks no split (the ragged split then is not an option)."""
     from gvr_kernels import routing
 
     s = spec.sm_count
@@ -44,7 +62,8 @@ def routes(spec, rows, width, k):
     if rows > s:
         single = replace(r.config, split=False, ragged=False)
         many = replace(single, split=True, ragged=True)
-        return single, 1, many, min(rows - 1, s), min(rows - 1, 2 * s)
+        extras = extras or [s, 2 * s]
+        return (single, 1, many, *(extra_ctas(spec, rows, e) for e in extras))
     if rows <= s // 2 and r.config.split:
         # the static split and the ragged split of the same rows * parts CTAs
         parts = r.grid // rows
@@ -61,6 +80,10 @@ def main() -> None:
     ap.add_argument("--widths", type=ints, default=list(WIDTHS), help="arena widths")
     ap.add_argument("--rows", type=ints, default=list(ROWS), help="rows a launch")
     ap.add_argument("--ks", type=ints, default=list(KS))
+    ap.add_argument(
+        "--extras", type=parse_extras, default=None,
+        help="extra CTAs past the SMs, e.g. 8,32,fill (default: SMs and 2 * SMs)",
+    )  # fmt: skip
     args = ap.parse_args()
     cells = [(w, b, k) for w in args.widths for b in args.rows for k in args.ks]
     cfgs = {c for w, b, k in cells for c in (routes(H200, b, w, k) or ())[:3:2]}
@@ -85,22 +108,24 @@ def main() -> None:
 
     print(f"# tools/tune_ragged.py on {torch.cuda.get_device_name()}: raw kernel times (us)")
     for w, b, k in cells:
-        rt = routes(kp.spec, b, w, k)
+        rt = routes(kp.spec, b, w, k, args.extras)
         if rt is None:
             print(f"n={w} b={b} k={k} | not a ragged route", flush=True)
             continue
-        s_cfg, s_parts, r_cfg, r_parts = rt[:4]
+        s_cfg, s_parts, r_cfg = rt[:3]
         lg = torch.randn(b, w, device="cuda")
-        line = [f"n={w} b={b} k={k} | static {s_cfg.name} p{s_parts}, ragged p{r_parts}"]
+        extras = rt[3:]
+        line = [f"n={w} b={b} k={k} | static {s_cfg.name} p{s_parts}, ragged p{extras[0]}"]
         for name, lens in (("ragged", ragged_lengths(b, w)), ("uniform", np.full(b, w))):
             kv = torch.from_numpy(lens.astype(np.int32)).cuda()
             ts, oks = run(s_cfg, s_parts, lg, kv, k)
-            tr, okr = run(r_cfg, r_parts, lg, kv, k)
+            tr, okr = run(r_cfg, extras[0], lg, kv, k)
             cell = f"{name}: static {ts:.1f} ragged {tr:.1f}"
-            if len(rt) > 4:
-                t2, ok2 = run(r_cfg, rt[4], lg, kv, k)
+            for extra in extras[1:]:
+                t2, ok2 = run(r_cfg, extra, lg, kv, k)
                 okr &= ok2
-                cell += f" ragged x2 {t2:.1f}"
+                label = "ragged x2" if args.extras is None else f"ragged p{extra}"
+                cell += f" {label} {t2:.1f}"
             bad = "" if oks and okr else " INEXACT"
             line.append(cell + bad)
         print(" | ".join(line), flush=True)
