@@ -3,18 +3,20 @@ the router used before it, on the H200 (results: ``benchmarks/results/h200/tune_
 
     python3 tools/tune_ragged.py > tune_ragged.log
     python3 tools/tune_ragged.py --widths 65536 --rows 160,256 --ks 512   # a few cells
-    python3 tools/tune_ragged.py --widths 65536 --rows 256 --extras 8,32,fill,132
+    python3 tools/tune_ragged.py --widths 65536 --rows 64,256 --extras 32,fill
 
 Per cell (arena width, rows, K) two batches of gaussian float32 rows: serving-like ragged
 lengths (``benchmarks/bench_topk.ragged_lengths``: 80 % short, 15 % mid, 5 % long, the last
 row the full width) and uniform full rows. ``static``: the same ``rows * parts`` CTAs with
 ``parts`` per row (``rows <= SMs / 2``), or one CTA per row (1024 threads for ``SMs / 2 < rows
 <= SMs``, 512 past the SMs); ``ragged``: the ragged split of the same core and CTAs (also
-where the router keeps the static split), past the SMs with ``min(rows - 1, SMs)`` extra CTAs
-at every width measured; ``ragged x2``: past the SMs, with ``min(rows - 1, 2 * SMs)``;
-``--extras`` times other extra-CTA counts past the SMs instead (``fill``: the resident slots
-left beside one CTA a row, ``2 * SMs - rows``, so the grid is one wave). Each
-configuration is exported ahead of time (in parallel), then launched directly
+where the router keeps the static split); past the SMs ``ragged p<extra>``, the ragged split
+with ``min(rows - 1, SMs)`` and ``min(rows - 1, 2 * SMs)`` extra CTAs. ``--extras`` asks for
+other extra-CTA counts (``fill``: the resident slots of two 512-thread CTAs a SM left beside
+one CTA a row, ``2 * SMs - rows``, so the grid is one wave): past the SMs in place of those
+two, below them as the 512-thread core's ragged split beside the static launch (``r512
+p<extra>``, the extras not capped by the rows). Each configuration is exported ahead of time
+(in parallel), then launched directly
 (``gvr_kernels.abi.KernelArgs``); one CUDA-event median of 40 launches per cell, the L2
 flushed before each, after a short bf16 matmul warm-up. Every timed launch's answer is checked
 first (the selected values equal ``torch.topk``'s over each row's window, as multisets).
@@ -41,34 +43,56 @@ def parse_extras(text: str) -> list[int | str]:
     return [x if x == "fill" else int(x) for x in text.split(",")]
 
 
-def extra_ctas(spec, rows: int, extra: int | str) -> int:
-    """A ragged split's extra CTAs past the SMs: ``extra`` capped below ``rows``; ``"fill"``:
-    the resident slots of two 512-thread CTAs a SM left beside one CTA a row (at least 1). At
-    most ``2 * SMs``, the workspace's row slots."""
+def extra_ctas(spec, rows: int, extra: int | str, below_rows: bool = True) -> int:
+    """A ragged split's extra CTAs: ``extra``, capped below ``rows`` where ``below_rows`` (past
+    the SMs: rows of equal length then get one CTA each); ``"fill"``: the resident slots of
+    two 512-thread CTAs a SM left beside one CTA a row (at least 1). At most ``2 * SMs``, the
+    workspace's row slots."""
     if extra == "fill":
         extra = 2 * spec.sm_count - rows
-    return max(1, min(rows - 1, 2 * spec.sm_count, extra))
+    cap = 2 * spec.sm_count if not below_rows else min(rows - 1, 2 * spec.sm_count)
+    return max(1, min(cap, extra))
 
 
 def routes(spec, rows, width, k, extras=None):
-    """``(static config, static parts, ragged config, ragged parts...)`` of a decode launch
-    (``parts``: the kernels' argument; a ragged split's extra CTAs, past the SMs those of
-    ``extras``, default ``SMs`` and ``2 * SMs``), or None where the rows fit the SMs and the
-    router picks no split (the ragged split then is not an option)."""
+    """``(static config, static parts, [(label, config, parts), ...])``: a decode launch and
+    the ragged splits timed against it (``parts``: the kernels' argument, for a ragged split
+    its extra CTAs), or None where the router picks no split and no ``extras`` are asked.
+
+    Past the SMs: one 512-thread CTA a row against its ragged split with ``extras`` extra CTAs
+    (default ``SMs`` and ``2 * SMs``, each below the rows). Within half the SMs (a static
+    split): the same ``rows * parts`` CTAs as a ragged split, and with ``extras`` the
+    512-thread core's ragged split too (``r512 p<extra>``, the extras not capped by the rows,
+    so a long row can take more CTAs than the static ``parts``)."""
     from gvr_kernels import routing
 
     s = spec.sm_count
     r = routing.route_static(spec, rows=rows, n_env=width, k=k, families=("streaming",))
+    # the 512-thread single-CTA core the router runs past the SMs at this width and K
+    core = routing.route_static(spec, rows=2 * s, n_env=width, k=k, families=("streaming",))
+    many = replace(core.config, split=True, ragged=True)
     if rows > s:
         single = replace(r.config, split=False, ragged=False)
         many = replace(single, split=True, ragged=True)
         extras = extras or [s, 2 * s]
-        return (single, 1, many, *(extra_ctas(spec, rows, e) for e in extras))
+        return single, 1, [(f"ragged p{extra_ctas(spec, rows, e)}", many,
+                            extra_ctas(spec, rows, e)) for e in extras]  # fmt: skip
     if rows <= s // 2 and r.config.split:
         # the static split and the ragged split of the same rows * parts CTAs
         parts = r.grid // rows
         split = replace(r.config, ragged=False)
-        return split, parts, replace(split, ragged=True, preload=0), rows * (parts - 1)
+        out = [("ragged", replace(split, ragged=True, preload=0), rows * (parts - 1))]
+        for e in extras or []:
+            extra = extra_ctas(spec, rows, e, below_rows=False)
+            out.append((f"r512 p{extra}", many, extra))
+        return split, parts, out
+    if extras:
+        single = replace(r.config, ragged=False)
+        out = []
+        for e in extras:
+            extra = extra_ctas(spec, rows, e, below_rows=False)
+            out.append((f"r512 p{extra}", many, extra))
+        return single, r.grid // rows, out
     return None
 
 
@@ -86,7 +110,11 @@ def main() -> None:
     )  # fmt: skip
     args = ap.parse_args()
     cells = [(w, b, k) for w in args.widths for b in args.rows for k in args.ks]
-    cfgs = {c for w, b, k in cells for c in (routes(H200, b, w, k) or ())[:3:2]}
+    cfgs = set()
+    for w, b, k in cells:
+        rt = routes(H200, b, w, k, args.extras)
+        if rt is not None:
+            cfgs |= {rt[0]} | {cfg for _, cfg, _ in rt[2]}
     import export_kernels as ek
 
     aot = ek.export_all(sorted(cfgs, key=str), OUT, jobs=15)
@@ -112,19 +140,17 @@ def main() -> None:
         if rt is None:
             print(f"n={w} b={b} k={k} | not a ragged route", flush=True)
             continue
-        s_cfg, s_parts, r_cfg = rt[:3]
+        s_cfg, s_parts, alts = rt
         lg = torch.randn(b, w, device="cuda")
-        extras = rt[3:]
-        line = [f"n={w} b={b} k={k} | static {s_cfg.name} p{s_parts}, ragged p{extras[0]}"]
+        line = [f"n={w} b={b} k={k} | static {s_cfg.name} p{s_parts}"]
         for name, lens in (("ragged", ragged_lengths(b, w)), ("uniform", np.full(b, w))):
             kv = torch.from_numpy(lens.astype(np.int32)).cuda()
             ts, oks = run(s_cfg, s_parts, lg, kv, k)
-            tr, okr = run(r_cfg, extras[0], lg, kv, k)
-            cell = f"{name}: static {ts:.1f} ragged {tr:.1f}"
-            for extra in extras[1:]:
-                t2, ok2 = run(r_cfg, extra, lg, kv, k)
+            okr = True
+            cell = f"{name}: static {ts:.1f}"
+            for label, cfg, extra in alts:
+                t2, ok2 = run(cfg, extra, lg, kv, k)
                 okr &= ok2
-                label = "ragged x2" if args.extras is None else f"ragged p{extra}"
                 cell += f" {label} {t2:.1f}"
             bad = "" if oks and okr else " INEXACT"
             line.append(cell + bad)
