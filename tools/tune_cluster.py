@@ -6,11 +6,16 @@ without it, on the H200, for the routing rule in ``gvr_kernels.routing`` (result
     python3 tools/tune_cluster.py --ns 16384 --batches 1,8,32   # some lengths and batches
     python3 tools/tune_cluster.py --ns 32768 --batches 8 --ks 2048 --families gaussian,dsa_like \
         --real-rows .device/data/real-rows --bracket-only
+    python3 tools/tune_cluster.py --ns 65536 --batches 1,8 --shapes 8x512x4,8x1024x2 \
+        --bracket-only --walk                               # other shapes, the bit walk
 
 Each shape runs twice: with the bracket path (``b``) and with the sampled path only (``s``;
-``--bracket-only`` skips it). Rows are float32 of full length from the named value families of
-``gvr_reference.workloads`` (``--families``, default gaussian); ``--real-rows`` adds every
-shared real-row file of a length in ``--ns``, its rows at their own lengths, in one launch.
+``--bracket-only`` skips it; ``--walk``: the bracket path with the bit walk,
+``ClusterConfig.bit_walk``, as routed). ``--shapes`` replaces ``SHAPES`` for every length
+(``CLUSTERxTHREADSxVECS,...``; a shape must hold the length). Rows are float32 of full
+length from the named value families of ``gvr_reference.workloads`` (``--families``, default
+gaussian); ``--real-rows`` adds every shared real-row file of a length in ``--ns``, its rows at
+their own lengths, in one launch.
 
 Each configuration is exported ahead of time (in parallel, into ``/tmp/aot_tune_cluster``),
 then launched directly (``gvr_kernels.abi.KernelArgs``); one CUDA-event median of ``--reps``
@@ -44,6 +49,11 @@ OUT = "/tmp/aot_tune_cluster"
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """``"8x512x4,8x1024x2"`` -> ``[(8, 512, 4), (8, 1024, 2)]`` (cluster, threads, vecs)."""
+    return [tuple(int(x) for x in item.split("x")) for item in text.split(",")]
+
+
 def build(cfgs) -> str:
     import export_kernels as ek
 
@@ -66,12 +76,18 @@ def main() -> None:
     ap.add_argument("--real-rows", default=None, help="folder of the shared real-row files")
     ap.add_argument("--bracket-only", action="store_true", help="skip the sampled-only runs")
     ap.add_argument("--reps", type=int, default=40)
+    ap.add_argument("--shapes", type=parse_shapes, default=None, help="e.g. 8x512x4,8x1024x2")
+    ap.add_argument("--walk", action="store_true", help="the bracket path with the bit walk")
     args = ap.parse_args()
     ns = [int(x) for x in args.ns.split(",")]
-    unknown = [n for n in ns if n not in SHAPES]
+    unknown = [n for n in ns if n not in SHAPES and not args.shapes]
     if unknown:
         raise SystemExit(f"--ns: no shapes for {unknown}; known: {sorted(SHAPES)}")
-    shapes_of = {n: SHAPES[n] for n in ns}
+    shapes_of = {n: args.shapes or SHAPES[n] for n in ns}
+    for n, shapes in shapes_of.items():
+        small = [sh for sh in shapes if 4 * sh[0] * sh[1] * sh[2] < n]
+        if small:
+            raise SystemExit(f"--shapes: {small} hold fewer than {n} scores")
     batches = [int(x) for x in args.batches.split(",")]
     ks = [int(x) for x in args.ks.split(",")]
     families = args.families.split(",")
@@ -83,7 +99,7 @@ def main() -> None:
     real = _real_files(args.real_rows, ns)
     cells = [(n, b) for n in ns for b in batches] + [(n, b) for _, n, b in real]
     cases = [
-        (n, ClusterConfig(cluster=c, threads=t, vecs=v, bracket=br))
+        (n, ClusterConfig(cluster=c, threads=t, vecs=v, bracket=br, bit_walk=br and args.walk))
         for n, shapes in shapes_of.items()
         for c, t, v in shapes
         for br in brackets
@@ -138,9 +154,11 @@ def main() -> None:
                 if b * c > spec.sm_count:
                     continue
                 for br in brackets:
-                    cfg = ClusterConfig(cluster=c, threads=th, vecs=v, bracket=br)
+                    cfg = ClusterConfig(
+                        cluster=c, threads=th, vecs=v, bracket=br, bit_walk=br and args.walk
+                    )
                     tc, okc = run(cfg, 1, lg, kv, k)
-                    tag = f"x{c}t{th}v{v}{'b' if br else 's'}"
+                    tag = f"x{c}t{th}v{v}{'b' if br else 's'}{'w' if br and args.walk else ''}"
                     cells_.append(f"{tag}: {tc:.1f}{'' if okc else ' INEXACT'}")
             print(f"{label} k={k} | " + " | ".join(cells_), flush=True)
 

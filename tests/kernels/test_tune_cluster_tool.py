@@ -10,7 +10,7 @@ from safetensors.numpy import save_file
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
 
-from tune_cluster import SHAPES, _real_files  # noqa: E402
+from tune_cluster import SHAPES, _real_files, parse_shapes  # noqa: E402
 
 
 def _write(path: Path, rows: int, width: int) -> None:
@@ -34,3 +34,7 @@ def test_shapes_hold_their_row_length():
     for n, shapes in SHAPES.items():
         for cluster, threads, vecs in shapes:
             assert cluster * threads * vecs * 4 >= n, (n, cluster, threads, vecs)
+
+
+def test_parse_shapes():
+    assert parse_shapes("8x512x4,8x1024x2") == [(8, 512, 4), (8, 1024, 2)]
