@@ -59,7 +59,7 @@ def stamped_route(spec, w: int, b: int, k: int, ragged: bool = False):
         alt = routes(spec, b, w, k)
         if alt is None:
             return route, None
-        cfg, extra = alt[2], alt[3]
+        _, cfg, extra = alt[2][0]  # the first ragged split it times
         route = Route(config=cfg, parts=extra, grid=b + extra, n_env=w,
                       workspace_words=min(b, extra) * cfg.workspace_words_per_row)  # fmt: skip
     cfg = route.config
