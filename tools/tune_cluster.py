@@ -98,8 +98,12 @@ def main() -> None:
 
     real = _real_files(args.real_rows, ns)
     cells = [(n, b) for n in ns for b in batches] + [(n, b) for _, n, b in real]
+
+    def shape_config(c, t, v, br):
+        return ClusterConfig(cluster=c, threads=t, vecs=v, bracket=br, bit_walk=br and args.walk)
+
     cases = [
-        (n, ClusterConfig(cluster=c, threads=t, vecs=v, bracket=br, bit_walk=br and args.walk))
+        (n, shape_config(c, t, v, br))
         for n, shapes in shapes_of.items()
         for c, t, v in shapes
         for br in brackets
@@ -154,11 +158,9 @@ def main() -> None:
                 if b * c > spec.sm_count:
                     continue
                 for br in brackets:
-                    cfg = ClusterConfig(
-                        cluster=c, threads=th, vecs=v, bracket=br, bit_walk=br and args.walk
-                    )
+                    cfg = shape_config(c, th, v, br)
                     tc, okc = run(cfg, 1, lg, kv, k)
-                    tag = f"x{c}t{th}v{v}{'b' if br else 's'}{'w' if br and args.walk else ''}"
+                    tag = f"x{c}t{th}v{v}{'b' if br else 's'}{'w' if cfg.bit_walk else ''}"
                     cells_.append(f"{tag}: {tc:.1f}{'' if okc else ' INEXACT'}")
             print(f"{label} k={k} | " + " | ".join(cells_), flush=True)
 

@@ -63,36 +63,32 @@ def routes(spec, rows, width, k, extras=None):
     (default ``SMs`` and ``2 * SMs``, each below the rows). Within half the SMs (a static
     split): the same ``rows * parts`` CTAs as a ragged split, and with ``extras`` the
     512-thread core's ragged split too (``r512 p<extra>``, the extras not capped by the rows,
-    so a long row can take more CTAs than the static ``parts``)."""
+    so a long row can take more CTAs than the static ``parts``); with ``extras``, other routes
+    within the SMs get only the ``r512`` splits."""
     from gvr_kernels import routing
 
     s = spec.sm_count
     r = routing.route_static(spec, rows=rows, n_env=width, k=k, families=("streaming",))
-    # the 512-thread single-CTA core the router runs past the SMs at this width and K
-    core = routing.route_static(spec, rows=2 * s, n_env=width, k=k, families=("streaming",))
-    many = replace(core.config, split=True, ragged=True)
     if rows > s:
         single = replace(r.config, split=False, ragged=False)
         many = replace(single, split=True, ragged=True)
-        extras = extras or [s, 2 * s]
-        return single, 1, [(f"ragged p{extra_ctas(spec, rows, e)}", many,
-                            extra_ctas(spec, rows, e)) for e in extras]  # fmt: skip
+        counts = [extra_ctas(spec, rows, e) for e in extras or [s, 2 * s]]
+        return single, 1, [(f"ragged p{extra}", many, extra) for extra in counts]
+    out = []
+    if extras:
+        # the 512-thread single-CTA core the router runs past the SMs at this width and K
+        core = routing.route_static(spec, rows=2 * s, n_env=width, k=k, families=("streaming",))
+        many = replace(core.config, split=True, ragged=True)
+        counts = [extra_ctas(spec, rows, e, below_rows=False) for e in extras]
+        out = [(f"r512 p{extra}", many, extra) for extra in counts]
     if rows <= s // 2 and r.config.split:
         # the static split and the ragged split of the same rows * parts CTAs
         parts = r.grid // rows
         split = replace(r.config, ragged=False)
-        out = [("ragged", replace(split, ragged=True, preload=0), rows * (parts - 1))]
-        for e in extras or []:
-            extra = extra_ctas(spec, rows, e, below_rows=False)
-            out.append((f"r512 p{extra}", many, extra))
-        return split, parts, out
-    if extras:
-        single = replace(r.config, ragged=False)
-        out = []
-        for e in extras:
-            extra = extra_ctas(spec, rows, e, below_rows=False)
-            out.append((f"r512 p{extra}", many, extra))
-        return single, r.grid // rows, out
+        same = ("ragged", replace(split, ragged=True, preload=0), rows * (parts - 1))
+        return split, parts, [same, *out]
+    if out:
+        return replace(r.config, ragged=False), r.grid // rows, out
     return None
 
 
@@ -106,7 +102,7 @@ def main() -> None:
     ap.add_argument("--ks", type=ints, default=list(KS))
     ap.add_argument(
         "--extras", type=parse_extras, default=None,
-        help="extra CTAs past the SMs, e.g. 8,32,fill (default: SMs and 2 * SMs)",
+        help="extra CTAs of the ragged splits, e.g. 8,32,fill (default past the SMs: SMs, 2 * SMs)",
     )  # fmt: skip
     args = ap.parse_args()
     cells = [(w, b, k) for w in args.widths for b in args.rows for k in args.ks]
