@@ -18,13 +18,19 @@ WRAP = 1 << 31
 
 def stamp_spans(row: np.ndarray, names: tuple[str, ...]) -> dict[str, float]:
     """One CTA's stamps (``row``, zero where a boundary was not stamped): the ns from each
-    stamped boundary of ``names`` to the next stamped one, keyed by the later boundary's name
-    (a path that skips a boundary folds its time into the next)."""
+    stamped boundary of ``names`` to the next stamped one in time, keyed by the later boundary's
+    name (a path that skips a boundary folds its time into the next). The boundaries are taken
+    in the order of their times, not of ``names``: a workspace split row's finishing CTA stamps
+    ``publish`` after ``arrive`` and ``hist`` / ``cross`` after ``gather``
+    (``gvr_kernels.streaming.config.STAMPS``); the times are read relative to the first
+    stamped boundary, as the stamps wrap every :data:`WRAP` ns."""
     hit = [i for i in range(len(names)) if row[i] != 0]
-    return {
-        names[b]: float((int(row[b]) - int(row[a])) % WRAP)
-        for a, b in zip(hit, hit[1:], strict=False)
-    }
+    if not hit:
+        return {}
+    t0 = int(row[hit[0]])
+    rel = {i: (int(row[i]) - t0 + WRAP // 2) % WRAP - WRAP // 2 for i in hit}
+    hit.sort(key=lambda i: (rel[i], i))
+    return {names[b]: float(rel[b] - rel[a]) for a, b in zip(hit, hit[1:], strict=False)}
 
 
 def selection_exact(logits, kv, out, k: int) -> bool:

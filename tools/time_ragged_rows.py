@@ -171,8 +171,8 @@ def main() -> None:
             f"{exact} | rows by end: median {np.median(med_end):.2f}, slowest:"
         )
         for r in np.argsort(-med_end)[: args.top]:
-            ph = {m: np.median([p[r][m] for p in phases if m in p[r]]) / 1000 for m in names}
-            shown = "  ".join(f"{m} {v:.2f}" for m, v in ph.items() if not np.isnan(v))
+            seen = {m: [p[r][m] for p in phases if m in p[r]] for m in names}
+            shown = "  ".join(f"{m} {np.median(v) / 1000:.2f}" for m, v in seen.items() if v)
             ctas = int((rows_of == r).sum())
             print(
                 f"    row {r:3d} n={lens[r]:6d} ctas {ctas} end {med_end[r]:.2f} | {shown}",

@@ -47,6 +47,25 @@ def test_stamp_spans_fold_a_skipped_boundary_into_the_next():
     assert stamp_spans(np.array([100, 400, 0, 1400]), names) == {"window": 300.0, "finish": 1000.0}
 
 
+def test_stamp_spans_follow_the_times_of_a_finishing_cta():
+    """A workspace split row's finishing CTA stamps ``publish`` after ``arrive`` and ``hist`` /
+    ``cross`` after ``gather``: each phase runs from the boundary stamped before it in time,
+    also across the timer's wrap."""
+    from gvr_kernels.streaming.config import STAMPS
+
+    order = ["entry", "window", "sample", "rung", "stream", "arrive", "publish", "gather",
+             "hist", "cross", "finish"]  # fmt: skip
+    steps = [0, 500, 1800, 1000, 3000, 400, 1100, 900, 1700, 300, 1500]
+    for t0 in (1000, WRAP - 6000):
+        row = np.zeros(len(STAMPS), np.int64)
+        t = t0
+        for name, dt in zip(order, steps, strict=True):
+            t += dt
+            row[STAMPS.index(name)] = t % WRAP
+        spans = stamp_spans(row, STAMPS)
+        assert spans == {name: float(dt) for name, dt in zip(order[1:], steps[1:], strict=True)}
+
+
 def test_cells_read_only_routes_with_a_static_row_map():
     for w, b, k in CELLS:
         route, stamped = stamped_route(H200, w, b, k)
