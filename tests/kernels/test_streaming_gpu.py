@@ -547,6 +547,52 @@ def test_ragged_split_families(kp, family):
         ROWS_CHECKED["n"] += 2 * rows
 
 
+#: (mode, rows, width, lengths): ragged split launches where no row's share reaches one extra
+#: CTA (the hand-out's early answer: CTA ``b`` serves row ``b``) and, beside each, the same
+#: rows with one row long enough to take a share (the full hand-out).
+NO_SPLIT = [
+    ("decode", 256, 140000, "equal"),
+    ("decode", 256, 140000, "one_long"),
+    ("prefill", 200, 131076, "equal"),
+    ("prefill", 200, 131076, "one_long"),
+    ("decode", 133, 262144, "equal"),
+]
+
+
+@pytest.mark.parametrize("case", NO_SPLIT, ids=["-".join(map(str, c)) for c in NO_SPLIT])
+def test_ragged_split_without_a_split_row(kp, case):
+    """A ragged split launch whose rows all take one CTA answers after the first scan (CTA
+    ``b`` serves row ``b``, its window passed on from the hand-out): the CTAs each row got
+    equal ``gvr_reference.ragged``'s (all one, or one row's share where it is long enough),
+    and every answer is exact, in decode and prefill (misaligned window starts)."""
+    mode, rows, width, lengths = case
+    k = 1024
+    g = rng(11, rows, width, NO_SPLIT.index(case))
+    dense = make_dense_batch(g, rows=rows, k=k, width=width, row_stride=width, family="gaussian")
+    x = np.array(dense.logits, dtype=np.float32)
+    n = np.full(rows, width - 7 if mode == "prefill" else width, np.int64)
+    if lengths == "one_long":
+        n[:] = width // 3
+        n[rows // 2] = width
+    route = route_static(kp.spec, rows=rows, n_env=width, k=k, mode=mode)
+    assert route.config.ragged and route.parts > 1
+    parts = ragged_parts(n, route.grid, MIN_PART)
+    assert (parts.max() > 1) == (lengths == "one_long")
+    if mode == "decode":
+        starts = np.zeros(rows, np.int64)
+        a, b = torch.from_numpy(n.astype(np.int32)).cuda(), None
+    else:
+        starts = g.integers(0, width - n + 1).astype(np.int64)
+        a = torch.from_numpy(starts.astype(np.int32)).cuda()
+        b = torch.from_numpy((starts + n).astype(np.int32)).cuda()
+    out, _, paths, _ = kp.launch(mode, torch.from_numpy(x).cuda(), a, b, k, paths=True)
+    got = paths.cpu().numpy()
+    assert np.array_equal(got >> 8, parts), (np.flatnonzero((got >> 8) != parts)[:8], n)
+    report = validate.check_topk(x, RowWindows(starts, n), k, out.cpu().numpy())
+    assert report.ok, report.summary()
+    ROWS_CHECKED["n"] += rows
+
+
 def test_split_workspace_counters_are_restored(kp):
     """The last CTA of each workspace split row restores the row's counter (arrivals, slab
     fill) to zero and clears every slab entry written in the launch (its valid bit with it),
