@@ -12,6 +12,15 @@ off this table (``benchmarks/results/h200/tune_register.json``).
 ``n``, the default), ``short`` (uniform in ``[K + 1, n / 8]``: a launch whose rows are all far
 shorter than its envelope, where loads issued before the length read bytes no row needs) or
 ``ragged`` (serving-like, ``benchmarks/bench_topk.ragged_lengths``).
+
+``--stream-variants`` adds streaming-family launches of one CTA a row beside the register rows
+(``u8``: the cell's streaming route with eight vectors a thread a tile, ``StreamingConfig.unroll``;
+``t512``: the 512-thread core the streaming family routes past the SMs, at this cell's rows;
+``t512u8``: both), e.g. for the shape gvr_2 runs at b = 64 / 128, n = 12,288-16,384 (its
+streaming kernel, 512 threads, eight vectors a thread a tile, two CTAs a SM)::
+
+    python3 tools/tune_register.py --ns 12288,16384 --bs 64,128 --configs 512x8r1c8192w \
+        --routed --stream-variants u8,t512,t512u8
 """
 
 from __future__ import annotations
@@ -82,6 +91,45 @@ def candidates(shapes, configs, n, dtype):
             yield RegisterConfig(threads=threads, vecs=vecs, resident=resident, dtype=dtype)
 
 
+#: ``--stream-variants`` items: (512-thread core, vectors a thread a tile or None to keep).
+STREAM_VARIANTS = {"u8": (False, 8), "t512": (True, None), "t512u8": (True, 8)}
+
+
+def parse_stream_variants(text: str) -> list[str]:
+    """``"u8,t512"`` -> ``["u8", "t512"]`` (items of :data:`STREAM_VARIANTS`)."""
+    items = [x for x in text.split(",") if x]
+    bad = [x for x in items if x not in STREAM_VARIANTS]
+    if bad:
+        raise SystemExit(f"--stream-variants: unknown {bad}; known: {sorted(STREAM_VARIANTS)}")
+    return items
+
+
+def stream_variants(spec, b: int, n: int, k: int, dtype: str, items) -> list[tuple[str, Route]]:
+    """``(name, route)`` of each ``--stream-variants`` item at a cell of ``b`` rows of ``n``
+    scores: ``u8`` the cell's own streaming route with eight vectors a thread a tile; ``t512``
+    the streaming family's 512-thread core of one CTA a row (its route past the SMs, left out
+    where that is a split), launched on this cell's rows."""
+    from dataclasses import replace
+
+    out = []
+    for item in items:
+        t512, unroll = STREAM_VARIANTS[item]
+        if t512:
+            rows = max(b, 2 * spec.sm_count)
+            cfg = route_static(
+                spec, rows=rows, n_env=n, k=k, dtype=dtype, families=("streaming",)
+            ).config
+            if cfg.split:
+                continue
+            route = Route(config=cfg, parts=1, grid=b, workspace_words=0, n_env=n)
+        else:
+            route = route_static(spec, rows=b, n_env=n, k=k, dtype=dtype, families=("streaming",))
+        if unroll is not None:
+            route = replace(route, config=replace(route.config, unroll=unroll))
+        out.append((f"streaming {item}", route))
+    return out
+
+
 def plan_cells(spec, args, shapes):
     """``(k, n, b, [(name, route)])`` per cell of the table: the streaming family's route, the
     routed one (``--routed``), then the register candidates."""
@@ -94,6 +142,7 @@ def plan_cells(spec, args, shapes):
                     spec, rows=b, n_env=n, k=k, dtype=args.dtype, families=("streaming",)
                 )
                 cands = [("streaming", stream)]
+                cands += stream_variants(spec, b, n, k, args.dtype, args.stream_variants)
                 if args.routed:
                     routed = route_static(spec, rows=b, n_env=n, k=k, dtype=args.dtype)
                     cands.append(("routed", routed))
@@ -158,8 +207,12 @@ def main() -> int:
     ap.add_argument("--configs", default="", help="e.g. 256x4r4c2048,512x2r2c8192 (else SHAPES)")
     ap.add_argument("--routed", action="store_true", help="also time the routed configuration")
     ap.add_argument("--lengths", default="full", choices=("full", "short", "ragged"))
+    ap.add_argument(
+        "--stream-variants", default="", help=f"of {','.join(STREAM_VARIANTS)} (one CTA a row)"
+    )
     args = ap.parse_args()
     args.configs = parse_configs(args.configs)
+    args.stream_variants = parse_stream_variants(args.stream_variants)
     dtype = getattr(torch, args.dtype)
     vec = 4 if args.dtype == "float32" else 8
     shapes = sorted({(t, v if vec == 4 else max(1, v // 2)) for t, v in SHAPES})

@@ -52,3 +52,22 @@ def test_row_lengths_of_each_kind():
     ragged = row_lengths("ragged", b, n, k)
     assert ragged.shape == (b,) and ragged.max() == n and ragged[-1] == n
     assert (ragged <= 4096).sum() >= b // 2  # most rows short
+
+
+def test_stream_variants_launch_the_streaming_cores_on_the_cells_rows():
+    """``--stream-variants``: the cell's streaming route with eight vectors a thread a tile,
+    and the 512-thread core of one CTA a row (as gvr_2 runs b = 64 / 128, n = 16,384)."""
+    from dataclasses import replace
+
+    from gvr_kernels.spec import H200
+    from tune_register import parse_stream_variants, stream_variants
+
+    got = dict(stream_variants(H200, 64, 16384, 512, "float32", ["u8", "t512", "t512u8"]))
+    assert list(got) == ["streaming u8", "streaming t512", "streaming t512u8"]
+    u8, t512, t512u8 = got.values()
+    assert (u8.config.threads, u8.config.unroll, u8.parts, u8.grid) == (1024, 8, 1, 64)
+    assert (t512.config.threads, t512.config.unroll, t512.parts, t512.grid) == (512, 4, 1, 64)
+    assert t512u8.config == replace(t512.config, unroll=8)
+    assert not any(r.config.split for r in got.values())
+    with pytest.raises(SystemExit, match="unknown"):
+        parse_stream_variants("u8,u16")
