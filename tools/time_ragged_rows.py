@@ -24,6 +24,9 @@ times against the static launch) is read through its CPU model
 holds the in-kernel hand-out.
 
     python3 tools/time_ragged_rows.py --cells 65536:256:512 --ragged
+
+``--lengths equal`` reads the same cells with every row as long as the width (the ragged
+split's cost on rows of equal length, against the routed one-CTA-a-row launch).
 """
 
 from __future__ import annotations
@@ -43,6 +46,20 @@ from phase_timing import WRAP, selection_exact, stamp_spans  # noqa: E402
 #: (width, rows, K) of the cells read by default: ragged-set cells whose routes map their CTAs
 #: to rows statically.
 CELLS = [(w, b, k) for w, b in ((65536, 64), (65536, 256), (262144, 8)) for k in (512, 2048)]
+
+
+def cell_lengths(kind: str, b: int, w: int):
+    """The ``b`` row lengths of a cell of width ``w`` (int64): ``"ragged"`` serving-like
+    (``benchmarks/bench_topk.ragged_lengths``), ``"equal"`` every row ``w``."""
+    import numpy as np
+
+    if kind == "equal":
+        return np.full(b, w, np.int64)
+    if kind != "ragged":
+        raise ValueError(f"lengths must be 'ragged' or 'equal', got {kind!r}")
+    from bench_topk import ragged_lengths
+
+    return np.asarray(ragged_lengths(b, w), np.int64)
 
 
 def stamped_route(spec, w: int, b: int, k: int, ragged: bool = False):
@@ -115,6 +132,7 @@ def main() -> None:
         "--cells", type=parse_cells, default=CELLS, help="width:rows:K,... (default: CELLS)"
     )
     ap.add_argument("--ragged", action="store_true", help="the ragged split of each cell")
+    ap.add_argument("--lengths", default="ragged", choices=("ragged", "equal"))
     args = ap.parse_args()
     from gvr_kernels.spec import H200
 
@@ -127,7 +145,6 @@ def main() -> None:
         print(f"exported {len(set(cfgs))} kernels to {args.aot}")
         return
     import torch
-    from bench_topk import ragged_lengths
     from device_streaming import decode_args, timed_exact, timing_setup
     from gvr_kernels.family import STAMP_WORDS
     from gvr_kernels.register.config import STAMPS as REGISTER_STAMPS
@@ -145,7 +162,7 @@ def main() -> None:
             print(f"n={w} b={b} k={k}: {route.config.name} not read (no stamps)")
             continue
         names = STREAMING_STAMPS if stamped.family == "streaming" else REGISTER_STAMPS
-        lens = ragged_lengths(b, w)
+        lens = cell_lengths(args.lengths, b, w)
         lg = torch.randn(b, w, generator=g, device="cuda")
         kv = torch.from_numpy(lens.astype(np.int32)).cuda()
         t_ev, exact = timed_exact(kp, route.config, route.parts, lg, kv, k, flush)
@@ -167,7 +184,8 @@ def main() -> None:
         exact &= selection_exact(lg, kv, out, k)
         med_end = np.median(np.array(ends), axis=0) / 1000
         print(
-            f"n={w} b={b} k={k} {route.config.name} p{route.parts}: event {t_ev:.1f} exact "
+            f"n={w} b={b} k={k} {args.lengths} {route.config.name} p{route.parts}: event "
+            f"{t_ev:.1f} exact "
             f"{exact} | rows by end: median {np.median(med_end):.2f}, slowest:"
         )
         for r in np.argsort(-med_end)[: args.top]:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from gvr_kernels.spec import H200
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
@@ -98,3 +99,14 @@ def test_ragged_splits_are_read_through_their_cpu_model():
 
 def test_cells_parse():
     assert parse_cells("65536:256:512,262144:8:2048") == [(65536, 256, 512), (262144, 8, 2048)]
+
+
+def test_cell_lengths_of_each_kind():
+    from time_ragged_rows import cell_lengths
+
+    equal = cell_lengths("equal", 64, 65536)
+    assert equal.shape == (64,) and (equal == 65536).all()
+    ragged = cell_lengths("ragged", 64, 65536)
+    assert ragged.shape == (64,) and ragged.max() == 65536 and (ragged < 65536).sum() > 32
+    with pytest.raises(ValueError, match="lengths"):
+        cell_lengths("full", 64, 65536)
