@@ -19,9 +19,7 @@ in instructions and its loads, in code order.
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,21 +51,9 @@ class Census:
 
 def find_nvdisasm() -> str | None:
     """Path of ``nvdisasm``: ``$NVDISASM``, ``PATH``, or the ``nvidia-cuda-nvdisasm`` wheel."""
-    env = os.environ.get("NVDISASM")
-    if env and Path(env).exists():
-        return env
-    found = shutil.which("nvdisasm")
-    if found:
-        return found
-    try:
-        import nvidia
+    from gvr_kernels.audit import find_cuda_tool
 
-        for root in getattr(nvidia, "__path__", []):
-            for cand in Path(root).glob("*/bin/nvdisasm"):
-                return str(cand)
-    except ImportError:
-        pass
-    return None
+    return find_cuda_tool("nvdisasm", "NVDISASM")
 
 
 def census(sass: str) -> Census:
@@ -100,7 +86,7 @@ def census(sass: str) -> Census:
         if around:
             a, b = min(around, key=lambda ab: ab[1] - ab[0])
             loops.append((b - a + 1, len(g)))
-    bra_div = sum(1 for s in instrs if s.split() and s.split()[0].startswith("BRA.DIV"))
+    bra_div = sum(1 for s in instrs if s.startswith("BRA.DIV"))
     return Census(len(instrs), bra_div, tuple(loops))
 
 

@@ -184,9 +184,9 @@ def main() -> None:
         exact &= selection_exact(lg, kv, out, k)
         med_end = np.median(np.array(ends), axis=0) / 1000
         print(
-            f"n={w} b={b} k={k} {args.lengths} {route.config.name} p{route.parts}: event "
-            f"{t_ev:.1f} exact "
-            f"{exact} | rows by end: median {np.median(med_end):.2f}, slowest:"
+            f"n={w} b={b} k={k} {args.lengths} {route.config.name} p{route.parts}: "
+            f"event {t_ev:.1f} exact {exact} | rows by end: median {np.median(med_end):.2f}, "
+            "slowest:"
         )
         for r in np.argsort(-med_end)[: args.top]:
             seen = {m: [p[r][m] for p in phases if m in p[r]] for m in names}

@@ -104,26 +104,31 @@ def parse_stream_variants(text: str) -> list[str]:
     return items
 
 
-def stream_variants(spec, b: int, n: int, k: int, dtype: str, items) -> list[tuple[str, Route]]:
+def stream_variants(
+    spec, b: int, n: int, k: int, dtype: str, items, stream: Route | None = None
+) -> list[tuple[str, Route]]:
     """``(name, route)`` of each ``--stream-variants`` item at a cell of ``b`` rows of ``n``
-    scores: ``u8`` the cell's own streaming route with eight vectors a thread a tile; ``t512``
-    the streaming family's 512-thread core of one CTA a row (its route past the SMs, left out
-    where that is a split), launched on this cell's rows."""
+    scores: ``u8`` the cell's own streaming route (``stream``, routed here when not given)
+    with eight vectors a thread a tile; ``t512`` the streaming family's 512-thread core of one
+    CTA a row (its route past the SMs, left out where that is a split), launched on this
+    cell's rows."""
     from dataclasses import replace
 
+    def streaming(rows):
+        return route_static(spec, rows=rows, n_env=n, k=k, dtype=dtype, families=("streaming",))
+
+    core = None
     out = []
     for item in items:
         t512, unroll = STREAM_VARIANTS[item]
         if t512:
-            rows = max(b, 2 * spec.sm_count)
-            cfg = route_static(
-                spec, rows=rows, n_env=n, k=k, dtype=dtype, families=("streaming",)
-            ).config
-            if cfg.split:
+            core = core or streaming(max(b, 2 * spec.sm_count)).config
+            if core.split:
                 continue
-            route = Route(config=cfg, parts=1, grid=b, workspace_words=0, n_env=n)
+            route = Route(config=core, parts=1, grid=b, workspace_words=0, n_env=n)
         else:
-            route = route_static(spec, rows=b, n_env=n, k=k, dtype=dtype, families=("streaming",))
+            stream = stream or streaming(b)
+            route = stream
         if unroll is not None:
             route = replace(route, config=replace(route.config, unroll=unroll))
         out.append((f"streaming {item}", route))
@@ -142,7 +147,7 @@ def plan_cells(spec, args, shapes):
                     spec, rows=b, n_env=n, k=k, dtype=args.dtype, families=("streaming",)
                 )
                 cands = [("streaming", stream)]
-                cands += stream_variants(spec, b, n, k, args.dtype, args.stream_variants)
+                cands += stream_variants(spec, b, n, k, args.dtype, args.stream_variants, stream)
                 if args.routed:
                     routed = route_static(spec, rows=b, n_env=n, k=k, dtype=args.dtype)
                     cands.append(("routed", routed))

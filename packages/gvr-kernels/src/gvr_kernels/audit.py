@@ -18,7 +18,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ResourceUsage", "embedded_cubins", "resource_usage", "audit_config", "find_cuobjdump"]
+__all__ = [
+    "ResourceUsage",
+    "embedded_cubins",
+    "resource_usage",
+    "audit_config",
+    "find_cuobjdump",
+    "find_cuda_tool",
+]
 
 EM_CUDA = 190
 _ELF_MAGIC = b"\x7fELF"
@@ -48,23 +55,29 @@ class ResourceUsage:
         return self.local > 0 or self.stack > 0
 
 
-def find_cuobjdump() -> str | None:
-    """Path of ``cuobjdump``: ``$CUOBJDUMP``, ``PATH``, or the ``nvidia-cuda-cuobjdump`` wheel."""
-    env = os.environ.get("CUOBJDUMP")
-    if env and Path(env).exists():
-        return env
-    found = shutil.which("cuobjdump")
+def find_cuda_tool(name: str, env: str) -> str | None:
+    """Path of the CUDA binary utility ``name`` (``cuobjdump``, ``nvdisasm``): ``$<env>``,
+    ``PATH``, or the ``nvidia-cuda-<name>`` wheel's ``bin`` folder."""
+    given = os.environ.get(env)
+    if given and Path(given).exists():
+        return given
+    found = shutil.which(name)
     if found:
         return found
     try:
         import nvidia
 
         for root in getattr(nvidia, "__path__", []):
-            for cand in Path(root).glob("*/bin/cuobjdump"):
+            for cand in Path(root).glob(f"*/bin/{name}"):
                 return str(cand)
     except ImportError:
         pass
     return None
+
+
+def find_cuobjdump() -> str | None:
+    """Path of ``cuobjdump``: ``$CUOBJDUMP``, ``PATH``, or the ``nvidia-cuda-cuobjdump`` wheel."""
+    return find_cuda_tool("cuobjdump", "CUOBJDUMP")
 
 
 def _elf64_extent(blob: bytes, at: int) -> int:
