@@ -13,10 +13,11 @@ import kernel_helpers as helpers
 import numpy as np
 import pytest
 from gvr_reference import validate
-from gvr_reference.cluster_model import ClusterParams, sample_positions, simulate_row
+from gvr_reference.cluster_model import ClusterParams, sample_positions, simulate_row, thread_sample
+from gvr_reference.keys import order_key
 from gvr_reference.model import Path
 from gvr_reference.oracle import topk_windows
-from gvr_reference.register_model import register_plan
+from gvr_reference.register_model import crowded_sample, register_plan
 from gvr_reference.windows import RowWindows
 from gvr_reference.workloads import make_decode_batch, make_dense_batch, make_prefill_batch
 from kernel_helpers import FAMILIES, SEED, rng
@@ -365,6 +366,10 @@ def bracket_paths(kp, case, values, bit_walk):
         taken = {Path(int(v)) for v in want}
         assert expected <= taken, sorted(taken)
         assert taken & {Path.TIE, Path.FIRST}, sorted(taken)  # the sampled fallback
+        # the zeros of kind 0's third row crowd its sample; far below the bracket they
+        # leave the row on it where the model says so
+        zero = np.flatnonzero(kinds == 0)[2]
+        assert crowded_sample(thread_sample(order_key(x[zero, : kv[zero]]), 0, cfg.params))
     vals = None
     if values:
         assert val.dtype == helpers.device_scores(x[:1, :8], dtype).dtype

@@ -245,6 +245,10 @@ def forced_rows(g, threads, vecs, dtype, k):
             # others: the crossing bin holds it alone and is taken whole
             x[r, :k] = 2.0 ** (8 + np.arange(k) / 64)
             x[r, 0] = 100.0
+        elif kind == 0 and (r // kinds) % 4 == 2:  # 30% of one value (0.0 as the zeros of a
+            # ReLU-weighted row, else -8.0): a crowd of the sample near the bracket's low end
+            # (either path) or far below it (the bracket keeps the row)
+            x[r, g.random(width) < 0.3] = 0.0 if r // kinds == 2 else -8.0
         elif kind == 1:  # the top sample ranks are huge: the rung is above the K-th key
             x[r, pos[:j1]] = 2.0 ** (10 + np.arange(j1) / 64)
             x[r, 3] = np.inf
@@ -330,6 +334,18 @@ def test_forced_paths_with_bit_walk(kp, case):
     forced_paths(kp, tuple(case), early=early, bit_walk=True)
 
 
+def crowd_bracket(row, path, params, value: float) -> bool:
+    """Whether the sample of ``row`` is crowded by ``value`` and the row took a bracket
+    path."""
+    from gvr_reference.keys import order_key
+    from gvr_reference.register_model import crowd_key, thread_sample
+
+    if not Path(int(path)).name.startswith("BRACKET"):
+        return False
+    crowd = crowd_key(thread_sample(order_key(row), 0, params))
+    return crowd == int(order_key(np.full(1, value, np.float32))[0])
+
+
 def forced_paths(kp, case, early, bit_walk=False):
     (threads, vecs), dtype, bracket = case
     k = 512
@@ -364,6 +380,10 @@ def forced_paths(kp, case, early, bit_walk=False):
     assert expected <= {Path(int(v)) for v in want}
     crowded = [simulate_row(x[r, : kv[r]], k, params).crowded for r in range(b)]
     assert any(c and w == Path.RESCUE_OVERFLOW for c, w in zip(crowded, want, strict=True))
+    if bracket and threads >= k:  # a crowd of the sample far below the bracket keeps the
+        # row on it (with fewer threads than k the low end is the smallest of positions
+        # [0, k), which the crowd reaches)
+        assert any(crowd_bracket(x[r, : kv[r]], want[r], params, -8.0) for r in range(b))
     report = validate.check_topk(x, windows, k, out.cpu().numpy(), None, dtype)
     assert report.ok, report.summary()
     ROWS_CHECKED["n"] += b

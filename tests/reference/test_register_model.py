@@ -7,6 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from gvr_reference import validate
+from gvr_reference.bracket import BIN0_BITS
 from gvr_reference.keys import key_to_float, order_key
 from gvr_reference.model import Path
 from gvr_reference.register_model import (
@@ -21,6 +22,9 @@ from gvr_reference.register_model import (
     bracket_low,
     bracket_topk,
     crossing,
+    crowd_bound,
+    crowd_harms,
+    crowd_key,
     crowded_sample,
     fma32,
     near_pair,
@@ -343,6 +347,84 @@ def test_crowd_test():
     assert crowded_sample(s2)
     s2[32 + CROWD_MIN - 1] = 0  # invalid slots do not count
     assert not crowded_sample(s2)
+
+
+def key_of(v: float) -> int:
+    return int(order_key(np.array([v], np.float32))[0])
+
+
+def test_crowd_key_is_the_largest_crowded_key():
+    """``crowd_key``: the largest key some warp holds ``CROWD_MIN`` times (over every warp),
+    0 where none does; ``crowded_sample`` is its being nonzero."""
+    g = np.random.default_rng(8)
+    s = g.choice(2**31, size=128, replace=False).astype(np.uint32) + 1
+    assert crowd_key(s) == 0 and not crowded_sample(s)
+    s[0:CROWD_MIN] = 500  # warp 0
+    s[40 : 40 + CROWD_MIN] = 900  # warp 1
+    s[48 : 48 + CROWD_MIN - 1] = 2**31 + 7  # warp 1, one short of a crowd
+    assert crowd_key(s) == 900 and crowded_sample(s)
+    s[40] = 0  # invalid slots do not count
+    assert crowd_key(s) == 500
+
+
+def test_crowd_bound_keeps_the_kernels_top_bits():
+    """A float32 crowd key is read back as the largest key of its top 26 bits (the kernels'
+    packed warp word); a 16-bit one whole."""
+    assert crowd_bound(0x80001234) == 0x8000123F | 0x30
+    assert crowd_bound(0x80001240) == 0x8000127F
+    assert crowd_bound(0x80001234, "bfloat16") == 0x80001234
+    for key in np.random.default_rng(9).integers(1, 2**32, 1000, dtype=np.uint64):
+        b = crowd_bound(int(key))
+        assert int(key) <= b <= int(key) + 63 and b >> 6 == int(key) >> 6
+
+
+def test_crowd_harms_where_the_counting_pass_shares_a_word():
+    """A crowd sends the row off the bracket exactly when its bound's ``t = fma(v, scale,
+    bias)`` reaches ``2**23 - 16`` (a histogram bin, or a word lanes share just below it):
+    inside the bracket and a few bins below its low end it does, far below it (the zeros of
+    a ReLU-weighted row whose K-th score is positive) it does not."""
+    lo, top = (key_of(v) for v in (1.0, 5.0))
+    br = bracket(lo, top)
+    width = 4.0 / (BRACKET_BINS - 4)  # one bin
+    assert crowd_harms(key_of(3.0), br)
+    assert crowd_harms(lo, br)
+    assert crowd_harms(key_of(1.0 - 10 * width), br)
+    assert not crowd_harms(key_of(1.0 - 20 * width), br)
+    assert not crowd_harms(key_of(0.0), br)
+    assert not crowd_harms(key_of(-np.inf), br)
+    assert not crowd_harms(0, br)
+    # the rule itself, key by key over the edge: monotone, and the bound's t decides
+    start = key_of(1.0 - 30 * width)
+    keys = np.linspace(start, lo, 301).astype(np.int64)
+    harms = np.array([crowd_harms(int(k), br) for k in keys])
+    assert harms.any() and not harms.all()
+    assert (np.diff(harms.astype(int)) >= 0).all()
+    for key, h in zip(keys, harms, strict=True):
+        v = key_to_float(np.array([crowd_bound(int(key))], np.uint32))
+        t = int(fma32(v, br.scale, br.bias).view(np.int32)[0])
+        assert h == (t >= BIN0_BITS - 32)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_zero_crowd_below_the_bracket_keeps_the_bracket(dtype):
+    """Rows with 30% of their scores 0.0 and a positive K-th score crowd every warp's sample
+    with zeros; the register model still takes the bracket, and with the zeros raised into
+    the bracket (a tie class at the K-th score) the sampled path."""
+    from gvr_reference.keys import key_format, round_to_format
+
+    p = RegisterParams(512, 4, dtype=dtype)
+    k = 512
+    g = np.random.default_rng(10)
+    x = g.standard_normal(p.max_n).astype(np.float32)
+    x[g.random(p.max_n) < 0.3] = 0.0
+    x = round_to_format(x, key_format(dtype))
+    sample = thread_sample(order_key(x), 0, p)
+    assert crowd_key(sample) == key_of(0.0)
+    assert simulate_row(x, k, p).path in (Path.BRACKET, Path.BRACKET_RANK, Path.BRACKET_NARROW)
+    kth = np.sort(x)[::-1][k - 1]
+    y = np.where(x == 0.0, kth, x).astype(np.float32)
+    t = simulate_row(y, k, p)
+    assert t.path == Path.TIE and t.crowded
 
 
 @settings(max_examples=400, deadline=None)

@@ -32,8 +32,9 @@ CTA writes global memory before the answer. Per row:
 spread over the cluster). The bracket's ends are reduced over the cluster: the row's largest
 key and the low key (the smallest of window positions ``[0, k)``, raised to the smallest of
 the maxima of ``k`` or more groups of lanes when they hold a score, :func:`bracket_low`),
-and so is the crowd test of every warp's sample
-(:func:`gvr_reference.register_model.crowded_sample`). Every CTA maps its scores onto the
+and so is the crowd key of every warp's sample
+(:func:`gvr_reference.register_model.crowd_key`, tested against the bracket by
+:func:`gvr_reference.register_model.crowd_harms`). Every CTA maps its scores onto the
 same ``BRACKET_BINS`` bins (:func:`gvr_reference.register_model.bracket_bins`) and sends a
 copy of its counts of each slice to the slice's owner (CTA ``b // (BRACKET_BINS /
 cluster)``), and its partial totals to every CTA; every CTA finds the crossing slice from the
@@ -44,7 +45,7 @@ higher bins at once; the crossing bin is written whole when all of it is needed
 ``RANK_MAX`` keys) or narrowed (``BRACKET_NARROW``); a crossing bin larger than the staging
 takes the whole-row selection from global memory over the keys at or above the bracket's low
 end (``BRACKET_OVERFLOW``). The other rows of a bracket configuration (an end not finite, a
-crowded sample) take the sampled path above.
+crowd of the sample in or just below the bracket) take the sampled path above.
 
 A row longer than the cluster holds (an envelope below the row), or with no whole vector,
 takes the whole-row selection on the leader (``WHOLE_ROW``). Exactness never depends on
@@ -70,7 +71,8 @@ from .register_model import (
     VectorLayout,
     bracket,
     bracket_trace,
-    crowded_sample,
+    crowd_harms,
+    crowd_key,
     register_plan,
     sampled_trace,
     trace_windows,
@@ -245,7 +247,7 @@ def simulate_row(values: np.ndarray, k: int, p: ClusterParams, lead: int = 0) ->
     values = np.ascontiguousarray(values, dtype=np.float32)
     keys = order_key(values)  # the bracket reads the float32 widening
     br = bracket(bracket_low(keys, k, lead, p), int(keys.max())) if p.bracket else None
-    if br is not None and not crowded_sample(thread_sample(keys, lead, p)):
+    if br is not None and not crowd_harms(crowd_key(thread_sample(keys, lead, p)), br, p.dtype):
         return bracket_trace(keys, br, k, p.capacity)
     pos = sample_positions(n, lead, p)
     plan = register_plan(n, k, int(pos.size), p.aim_mult)
@@ -269,7 +271,9 @@ def bracket_forced_rows(
     """Decode rows built to reach every path of a bracket configuration (and the sampled
     paths its rows fall back to), for tests: ``(logits [rows, width] float32, kv_lens int32,
     kind per row)``. Kinds: 0 gaussian (a small crossing bin, ranked; lengths ``max_n - i %
-    4``, so the last CTA holds a tail), 1 ``k`` outliers far above the rest (the crossing bin
+    4``, so the last CTA holds a tail; the third of them with 30% of its scores ``0.0``, a
+    crowd of the sample far below the bracket, as the zeros of a ReLU-weighted indexer row:
+    still the bracket), 1 ``k`` outliers far above the rest (the crossing bin
     wanted whole), 2 ``capacity * 3 // 4`` consecutive floats at 3.0 (a crossing bin narrowed),
     3 ``6 * capacity`` of them and one score of ``1e6`` (a crossing bin larger than the
     staging; kinds 2 and 3 plant at most ``max_n - 1`` scores, so kind 3 overflows the
@@ -296,6 +300,8 @@ def bracket_forced_rows(
         i = r // kinds
         if kind[r] == 0:
             kv[r] = n - i % 4
+            if i == 2:
+                x[r, g.random(width) < 0.3] = 0.0
         elif kind[r] == 1:
             at = g.choice(n, k, replace=False)
             x[r, at] = 100.0 + np.arange(k, dtype=np.float32) / 1024

@@ -37,8 +37,9 @@ exactly once. Per row:
    the registers in ``[lo, top]``, which holds the whole answer.
 3. **Rows the bracket cannot serve** (an infinite or NaN score at the top, ``-inf`` at the
    bottom, a constant first ``k``, a range too narrow for the scale) and **crowded rows**
-   (some warp's 32 sample keys, step a, hold one key ``CROWD_MIN`` times: a tie class large
-   enough that its bin's atomics would serialise, :func:`crowded_sample`) take the sampled
+   (some warp's 32 sample keys, step a, hold one key ``CROWD_MIN`` times, and the largest
+   such key lies in the bracket or less than about 16 bins below it: a tie class large
+   enough that its bin's atomics would serialise, :func:`crowd_harms`) take the sampled
    path:
 
    a. **Sample.** Every thread contributes one of its own scores, from slot ``(j, q)`` with
@@ -105,7 +106,7 @@ from .bracket import (
     crossing,
     fma32,
 )
-from .keys import format_keys, key_format, order_key
+from .keys import format_keys, key_format, key_to_float, order_key
 from .ladder import PY_OPS, check_dense_min, dense_band
 from .model import Path, RowTrace, crowded_rung, rung_with_ties
 
@@ -114,6 +115,10 @@ __all__ = [
     "RANK_MAX",
     "CROWD_MIN",
     "crowded_sample",
+    "CROWD_KEY_SHIFT",
+    "crowd_key",
+    "crowd_bound",
+    "crowd_harms",
     "near_pair",
     "thread_sample",
     "KEY_FLT_MAX",
@@ -312,6 +317,53 @@ def crowded_sample(sample: np.ndarray) -> bool:
     return False
 
 
+def crowd_key(sample: np.ndarray) -> int:
+    """The largest valid key that some warp's 32 sample keys hold at least ``CROWD_MIN``
+    times, or 0 where none does (:func:`crowded_sample` is ``crowd_key(sample) != 0``; the
+    kernels: ``gvr_kernels.device.bracket.warp_crowd`` and a maximum over the warps)."""
+    best = 0
+    for w in range(0, sample.size, 32):
+        lanes = sample[w : w + 32]
+        keys, counts = np.unique(lanes[lanes != 0], return_counts=True)
+        if counts.size and counts.max() >= CROWD_MIN:
+            best = max(best, int(keys[counts >= CROWD_MIN].max()))
+    return best
+
+
+#: Low bits of a float32 crowd key the kernels drop: a warp's valid-slot count (0-32, six
+#: bits) and its crowd key share one 32-bit word of the exchange, so a float32 key keeps
+#: its top 26 bits and is read back as the largest key with them (an upper bound); 16-bit
+#: keys fit whole.
+CROWD_KEY_SHIFT = 6
+
+
+def crowd_bound(key: int, dtype: str = "float32") -> int:
+    """The float32 key the kernels test for a crowd key ``key`` (nonzero) of a row of
+    ``dtype``: the largest key with its top 26 bits for float32 (:data:`CROWD_KEY_SHIFT`),
+    the key itself for 16-bit scores (given here, as the models give every bracket key, as
+    the float32 key of the widened score)."""
+    if key_format(dtype).bits != 32:
+        return int(key)
+    low = (1 << CROWD_KEY_SHIFT) - 1
+    return int(key) | low
+
+
+def crowd_harms(key: int, br: Bracket, dtype: str = "float32") -> bool:
+    """Whether a crowd of the sample (:func:`crowd_key`, 0: none) sends the bracket path to
+    the sampled path: its bound (:func:`crowd_bound`) maps to ``t = fma(v, scale, bias)``
+    of at least ``2**23 - 16``, where the counting pass puts a score in a histogram bin or
+    in one of the words just below it that lanes share
+    (``gvr_kernels.device.bracket.count_bracket``), so a tie class that large would send
+    long runs of atomics to one word. A crowd further below the bracket's low end (the
+    zeros of a ReLU-weighted row whose K-th score is positive) is counted in words of its
+    own lane and costs the bracket nothing."""
+    if key == 0:
+        return False
+    v = key_to_float(np.array([crowd_bound(key, dtype)], np.uint32))
+    t = fma32(v, br.scale, br.bias).view(np.int32)[0]
+    return int(t) >= BIN0_BITS - 32
+
+
 def near_pair(lanes: np.ndarray, need: int = CROWD_MIN) -> bool:
     """Whether some lane of one warp's keys (``lanes``, 32 values, 0 invalid) holds the same
     valid key as one of the ``32 // need`` lanes after it, cyclically.
@@ -363,7 +415,7 @@ def simulate_row(values: np.ndarray, k: int, p: RegisterParams, lead: int = 0) -
     # The bracket reads the float32 widening (exact, order-preserving): float32 keys.
     keys = order_key(values)
     br = bracket(bracket_low(keys, k, lead, p), int(keys.max())) if p.bracket else None
-    if br is not None and not crowded_sample(thread_sample(keys, lead, p)):
+    if br is not None and not crowd_harms(crowd_key(thread_sample(keys, lead, p)), br, p.dtype):
         return bracket_trace(keys, br, k, p.capacity)
     pos = sample_positions(n, lead, p)
     plan = register_plan(n, k, int(pos.size), p.aim_mult, dense_min=p.dense_min)

@@ -62,6 +62,8 @@ from ..device.bracket import (
     bin_masks,
     bracket_setup,
     count_bracket,
+    crowd_clear,
+    crowd_word,
     find_crossing_cta,
     fmax_nan,
     fmin,
@@ -484,7 +486,7 @@ class ClusterTopK:
         # ---- per warp: the reductions, to slot (rank, warp) of every CTA's cstat (DSMEM)
         valid = sample_key != Uint32(0)
         n_valid = Int32(cute.arch.popc(cute.arch.vote_ballot_sync(valid)))
-        same = warp_crowd(sample_key, CROWD_MIN)
+        crowd = warp_crowd(sample_key, CROWD_MIN)
         w_max = Uint32(cute.arch.warp_redux_sync(tkey, "umax"))
         w_first = Uint32(cute.arch.warp_redux_sync(order_key(first), "umin"))
         w_tmin = Uint32(cute.arch.warp_redux_sync(
@@ -493,7 +495,7 @@ class ClusterTopK:
         cute.arch.cluster_wait()
         if lane < cfg.cluster:
             at = sh.cstat.iterator + (rank * warps + warp_id) * 4
-            packed = Uint32(n_valid | (same << 16))
+            packed = crowd_word(n_valid, crowd, fmt)
             store_async(at, lane, self._mbar(sh, _M_STATS), [w_max, w_first, w_tmin, packed])
         cute.arch.mbarrier_wait(self._mbar(sh, _M_STATS), 0)
 
@@ -503,7 +505,7 @@ class ClusterTopK:
         lo_key = Uint32(KEY_MAX)
         tmax_min = Uint32(KEY_MAX)
         s_valid = Int32(0)
-        crowd = Int32(0)
+        crowd_field = Uint32(0)
         for e0 in cutlass.range(0, entries, 32, unroll=1):
             e = e0 + lane
             mine = e < entries
@@ -514,13 +516,13 @@ class ClusterTopK:
                 tmax_min, Uint32(cutlass.select_(mine, sh.cstat[at + 2], Uint32(KEY_MAX)))
             )
             packed = Uint32(cutlass.select_(mine, sh.cstat[at + 3], Uint32(0)))
-            s_valid = s_valid + Int32(packed & Uint32(0xFFFF))
-            crowd = cutlass.max(crowd, Int32(packed >> Uint32(16)))
+            s_valid = s_valid + Int32(packed & Uint32(0x3F))
+            crowd_field = umax(crowd_field, packed >> Uint32(6))
         max_key = Uint32(cute.arch.warp_redux_sync(max_key, "umax"))
         lo_key = Uint32(cute.arch.warp_redux_sync(lo_key, "umin"))
         tmax_min = Uint32(cute.arch.warp_redux_sync(tmax_min, "umin"))
         s_valid = Int32(cute.arch.warp_redux_sync(s_valid, "add"))
-        crowd = Int32(cute.arch.warp_redux_sync(crowd, "max"))
+        crowd_field = Uint32(cute.arch.warp_redux_sync(crowd_field, "umax"))
         # gvr_reference.cluster_model.bracket_low: groups of the cluster holding a score
         # (a CTA's holding threads are a prefix of its threads)
         holders = Int32(0)
@@ -530,7 +532,7 @@ class ClusterTopK:
         if (holders >= k) & (tmax_min > lo_key):
             lo_key = tmax_min
         ok, scale, bias = bracket_setup(lo_key, max_key, BRACKET_BINS)
-        if ok & (crowd < CROWD_MIN):
+        if ok & crowd_clear(crowd_field, scale, bias, fmt):
             code = self._bracket(sh, regs, win, out, values, rank, row, k, lo_key, scale, bias)
             if rank == _LEADER:
                 self._record(paths, row, code)

@@ -28,6 +28,7 @@ from gvr_reference.bracket import (
     KEY_FLT_MAX,
     KEY_NEG_FLT_MAX,
 )
+from gvr_reference.register_model import CROWD_KEY_SHIFT
 
 from . import warp
 from .keys import F32, KEY_MAX, key_bits, order_key, widen_bits
@@ -40,6 +41,9 @@ from .shared import ctl_u32
 __all__ = [
     "NEG_INF_BITS",
     "POS_INF_BITS",
+    "warp_crowd",
+    "crowd_word",
+    "crowd_clear",
     "fmax_nan",
     "fmin",
     "BIN0_BITS",
@@ -122,11 +126,10 @@ def _fma(a: Uint32, b: Uint32, c: Uint32, *, loc=None, ip=None) -> Uint32:
 
 
 @cute.jit
-def warp_crowd(key: Uint32, need: cutlass.Constexpr) -> Int32:
-    """The largest number of lanes of the warp that hold one nonzero ``key`` where that
-    number is at least ``need``, else a number below ``need`` (uniform over the warp): the
-    crowd test of one warp's sample keys, ``gvr_reference.register_model.crowded_sample``
-    (0 stands for an invalid key).
+def warp_crowd(key: Uint32, need: cutlass.Constexpr) -> Uint32:
+    """The largest nonzero ``key`` that at least ``need`` lanes of the warp hold, else 0
+    (uniform over the warp): the crowd key of one warp's sample keys,
+    ``gvr_reference.register_model.crowd_key`` (0 stands for an invalid key).
 
     ``match.any`` counts each lane's key among the warp, but it runs about 55 cycles a warp,
     one warp after another on the SM (``benchmarks/results/h100/phases_crowd.log``: 0.5 /
@@ -142,11 +145,39 @@ def warp_crowd(key: Uint32, need: cutlass.Constexpr) -> Int32:
         other = Uint32(cute.arch.shuffle_sync(Int32(key), (lane + d) & 31))
         near = near | (other == key)
     near = near & (key != Uint32(0))
-    same = Int32(0)
+    crowd = Uint32(0)
     if cute.arch.vote_any_sync(near):
         same = Int32(cute.arch.popc(cute.arch.match_sync(0xFFFFFFFF, key, "any")))
-        same = Int32(cute.arch.warp_redux_sync(cutlass.select_(key != Uint32(0), same, 0), "max"))
-    return same
+        crowd = Uint32(cute.arch.warp_redux_sync(
+            Uint32(cutlass.select_(same >= need, key, Uint32(0))), "umax"
+        ))  # fmt: skip
+    return crowd
+
+
+@cute.jit
+def crowd_word(n_valid: Int32, crowd: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
+    """One warp's word of the reductions: its valid sample slots (0-32) in the low six bits,
+    and above them its crowd key (:func:`warp_crowd`) plus one, a float32 key without its
+    low ``CROWD_KEY_SHIFT`` bits (``gvr_reference.register_model.crowd_bound``), 0 for none.
+    Over the warps, the sum of the low bits is the sample's size and the maximum of the
+    high bits the row's crowd (:func:`crowd_clear`). (A key whose field would pass 26 bits
+    is a NaN's, and a row holding a NaN never takes the bracket: its top is not finite.)"""
+    shift = CROWD_KEY_SHIFT if const_expr(fmt.bits == 32) else 0
+    field = Uint32(cutlass.select_(crowd != Uint32(0), (crowd >> Uint32(shift)) + Uint32(1), 0))
+    return Uint32(n_valid) | (field << Uint32(6))
+
+
+@cute.jit
+def crowd_clear(field: Uint32, scale: Uint32, bias: Uint32, fmt: cutlass.Constexpr = F32):
+    """Whether the row's crowd (the largest :func:`crowd_word` field of its warps, the
+    word shifted right by six) leaves the bracket ``(scale, bias)`` alone: no crowd, or the
+    bound of its key (``gvr_reference.register_model.crowd_bound``) maps below
+    ``2**23 - 16``, where :func:`count_bracket` counts every score in its lane's own word
+    (``gvr_reference.register_model.crowd_harms``)."""
+    shift = CROWD_KEY_SHIFT if const_expr(fmt.bits == 32) else 0
+    bound = ((field - Uint32(1)) << Uint32(shift)) | Uint32((1 << shift) - 1)
+    t = Int32(_fma(widen_bits(key_bits(bound, fmt), fmt), scale, bias))
+    return Boolean((field == Uint32(0)) | (t < Int32(BIN0_BITS - 32)))
 
 
 @cute.jit

@@ -64,6 +64,8 @@ from ..device.bracket import (
     bin_masks,
     bracket_setup,
     count_bracket,
+    crowd_clear,
+    crowd_word,
     find_crossing_cta,
     fmax_nan,
     fmin,
@@ -279,15 +281,15 @@ class RegisterTopK:
         sh.sample[tid] = sample_key
         valid = sample_key != Uint32(0)
         n_valid = Int32(cute.arch.popc(cute.arch.vote_ballot_sync(valid)))
-        same = Int32(0)
+        crowd = Uint32(0)
         if const_expr(cfg.bracket):
-            # gvr_reference.register_model.crowded_sample: the largest count of one valid
-            # key among this warp's sample keys.
-            same = warp_crowd(sample_key, CROWD_MIN)
+            # gvr_reference.register_model.crowd_key: the largest valid key this warp's
+            # sample holds CROWD_MIN times or more.
+            crowd = warp_crowd(sample_key, CROWD_MIN)
         w_max = Uint32(cute.arch.warp_redux_sync(tkey, "umax"))
         if lane == 0:
             sh.wstat[warp_id * 4 + 0] = w_max
-            sh.wstat[warp_id * 4 + 3] = Uint32(n_valid | (same << 16))
+            sh.wstat[warp_id * 4 + 3] = crowd_word(n_valid, crowd, fmt)
         if const_expr(cfg.bracket):
             w_first = Uint32(cute.arch.warp_redux_sync(order_key(first), "umin"))
             # Over the threads that hold a score (tid < nvec): each maximum is a distinct
@@ -306,7 +308,7 @@ class RegisterTopK:
             Uint32(cutlass.select_(mine, sh.wstat[at], Uint32(0))), "umax"
         ))  # fmt: skip
         packed = Uint32(cutlass.select_(mine, sh.wstat[at + 3], Uint32(0)))
-        s_valid = Int32(cute.arch.warp_redux_sync(Int32(packed & Uint32(0xFFFF)), "add"))
+        s_valid = Int32(cute.arch.warp_redux_sync(Int32(packed & Uint32(0x3F)), "add"))
         if const_expr(cfg.bracket):
             lo_key = Uint32(cute.arch.warp_redux_sync(
                 Uint32(cutlass.select_(mine, sh.wstat[at + 1], Uint32(KEY_MAX))), "umin"
@@ -314,13 +316,13 @@ class RegisterTopK:
             tmax_min = Uint32(cute.arch.warp_redux_sync(
                 Uint32(cutlass.select_(mine, sh.wstat[at + 2], Uint32(KEY_MAX))), "umin"
             ))  # fmt: skip
-            crowd = Int32(cute.arch.warp_redux_sync(Int32(packed >> Uint32(16)), "max"))
+            crowd_field = Uint32(cute.arch.warp_redux_sync(packed >> Uint32(6), "umax"))
             # gvr_reference.register_model.bracket_low
             if (cutlass.min(nvec, Int32(threads)) >= k) & (tmax_min > lo_key):
                 lo_key = tmax_min
             ok, scale, bias = bracket_setup(lo_key, max_key, HIST_BINS)
             self._stamp(paths, "reduce")
-            if ok & (crowd < CROWD_MIN):
+            if ok & crowd_clear(crowd_field, scale, bias, fmt):
                 code = self._bracket(
                     sh, regs, win, out, values, paths, row, k, lo_key, max_key, scale, bias
                 )
