@@ -20,7 +20,6 @@ from gvr_kernels.routing import (
     CLUSTER_LOW_K,
     CLUSTER_MAX_N,
     CLUSTER_MIN_N,
-    CLUSTER_SMALL_K,
     CLUSTER_SPLIT_DENSE_MIN,
     CLUSTER_SPLIT_PREFETCH,
     CLUSTER_SPLIT_REGISTER_MIN_K,
@@ -323,10 +322,11 @@ def test_register_family_where_it_is_measured_faster():
         assert r.family == "register" and r.config.max_n >= n_env and r.parts == 1
     assert route_static(H200, rows=s + 1, n_env=REGISTER_WIDE_N, k=512).family == "streaming"
     assert route_static(H200, rows=1, n_env=REGISTER_WIDE_N + 1, k=512).family == "cluster"
-    # (float32 decode rows without values or ties there take the cluster split at few rows)
-    assert route_static(H200, rows=1, n_env=REGISTER_WIDE_N, k=2048).config.cluster == 8
-    assert route_static(H200, rows=13, n_env=REGISTER_WIDE_N, k=2048).family == "register"
-    kw = dict(rows=1, n_env=REGISTER_WIDE_N, k=2048, with_values=True)
+    # (four 512 x 4 cluster CTAs a row take those rows while they fill at most half the SMs)
+    r = route_static(H200, rows=1, n_env=REGISTER_WIDE_N, k=2048)
+    assert (r.family, r.config.cluster) == ("cluster", 4)
+    assert route_static(H200, rows=s // 8 + 1, n_env=REGISTER_WIDE_N, k=2048).family == "register"
+    kw = dict(rows=s // 8 + 1, n_env=REGISTER_WIDE_N, k=2048, with_values=True)
     assert route_static(H200, **kw).family == "register"
     kw = dict(n_env=REGISTER_WIDE_N + 1, k=512, families=("streaming", "register"))
     assert route_static(H200, rows=1, **kw).family == "streaming"
@@ -337,7 +337,7 @@ def test_register_family_where_it_is_measured_faster():
     assert route_static(H200, rows=4 * s, n_env=16384, k=512, mode="full").config.resident == 2
     assert route_static(H200, rows=4 * s, n_env=16384, k=512, with_values=True).config.resident == 1
     # Variants that spill at the widest core's register budget stream instead.
-    wide = dict(rows=8, n_env=REGISTER_WIDE_N, k=2048)
+    wide = dict(rows=s // 8 + 1, n_env=REGISTER_WIDE_N, k=2048)
     assert route_static(H200, **wide, with_values=True).family == "register"
     assert route_static(H200, **wide, mode="prefill").family == "streaming"
     assert route_static(H200, **wide, deterministic=True).family == "streaming"
@@ -423,9 +423,15 @@ def test_cluster_family_where_it_is_measured_faster():
             assert (c.cluster, c.threads) == shape and c.max_n >= n_env
             assert r.grid == rows * c.cluster and r.parts == 1 and r.workspace_words == 0
             assert c.mode == mode and c.deterministic
-    kw = dict(rows=1, n_env=32768, k=CLUSTER_SMALL_K + 1)
-    assert route_static(H200, **kw, with_values=True).family == "register"
-    assert route_static(H200, **kw).config.cluster == 8  # (the cluster split: lean decode)
+    # Up to 32,768 scores four 512 x 4 CTAs serve every K (K = 2048 too: its bracket path
+    # beat the 1024 x 8 register row and the cluster split) while they take half the SMs.
+    for k in (1025, 2048):
+        for kw in (dict(), dict(mode="prefill"), dict(with_values=True, deterministic=True)):
+            r = route_static(H200, rows=half // 4, n_env=32768, k=k, **kw)
+            assert (r.family, r.config.cluster, r.config.threads) == ("cluster", 4, 512)
+            assert r.config.bracket and r.config.vecs == 4
+            r = route_static(H200, rows=half // 4 + 1, n_env=32768, k=k, **kw)
+            assert r.family != "cluster"
     assert route_static(H200, rows=half // 4 + 1, n_env=65536, k=512).family == "streaming"
     # Up to 131,072: sixteen 512 x 4 CTAs (non-portable clusters) in every mode and at every
     # K while they take at most half the SMs, then eight 1024 x 4 CTAs only where their
@@ -481,8 +487,8 @@ def test_small_clusters_where_they_are_measured_faster():
         ((1, CLUSTER_ANY_K_N + 1, 512), (4, 2)),
         ((1, 12288, 512), (4, 2)),
         ((1, CLUSTER_ANY_K_N, 512), None),
-        ((1, CLUSTER_ANY_K_N, CLUSTER_SMALL_K), None),
-        ((1, CLUSTER_ANY_K_N, CLUSTER_SMALL_K + 1), None),  # not measured: the register row
+        ((1, CLUSTER_ANY_K_N, 1024), None),
+        ((1, CLUSTER_ANY_K_N, 1025), None),  # not measured: the register row
         ((1, CLUSTER_ANY_K_N, CLUSTER_LOW_K - 1), None),
         ((1, CLUSTER_ANY_K_N, CLUSTER_LOW_K), (4, 1)),
         ((half // 2, CLUSTER_ANY_K_N, 2048), (2, 2)),
@@ -722,8 +728,9 @@ def test_split_rows_preload_their_chunk_where_it_fits():
     bf16 = route_static(H200, rows=1, n_env=262144, k=512, dtype="bfloat16")
     assert bf16.parts > 1 and bf16.config.preload == 0
     # (a block-skip launch is at least 32 MiB: its split chunks are far longer; one vector a
-    # thread: the cluster split of eight over 32,768 scores)
-    assert {c.preload for c in routed_configs(H200) if getattr(c, "preload", 0)} == {1, 2, 3, 4}
+    # thread, the cluster split of eight over 32,768 scores, is routed only on devices of
+    # fewer than 96 SMs)
+    assert {c.preload for c in routed_configs(H200) if getattr(c, "preload", 0)} == {2, 3, 4}
 
 
 def test_preload_config_rules():
@@ -892,7 +899,9 @@ def test_cluster_split_where_it_is_measured_faster(spec):
         else:
             assert not getattr(r.config, "cluster", 0) or r.family == "cluster", kw
             assert r.family == ("cluster" if clu is not None else r.family)
-    assert set(seen) == {"cluster", "register", "split", "short"}, seen
+    # (the register row's replacement is reached only on devices of fewer than 96 SMs,
+    # where four 512 x 4 CTAs a row pass half the SMs before 13 rows)
+    assert set(seen) == {"cluster", "split", "short"}, seen
     # the measured cells (``tune_variants.log``, ``bench_cluster_routes.json``), and their
     # neighbours
     for rows, n_env, k, cluster in (
@@ -916,10 +925,9 @@ def test_cluster_split_where_it_is_measured_faster(spec):
         (64, 65536, 512, 0),
         (64, 65536, 2048, 2),
         (32, 262144, 512, 0),  # the ragged split
-        (1, 32768, 2048, 8),
-        (12, 32768, 2048, 8),
-        (13, 32768, 2048, 0),  # the register row
-        (1, 32768, 1024, 0),  # the cluster family
+        (1, 32768, 2048, 0),  # the cluster family at every K
+        (12, 32768, 2048, 0),
+        (1, 32768, 1024, 0),
     ):
         r = route_static(spec, rows=rows, n_env=n_env, k=k)
         split = r.config.cluster if r.family == "streaming" else 0

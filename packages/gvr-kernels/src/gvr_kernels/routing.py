@@ -160,7 +160,6 @@ __all__ = [
     "CLUSTER_WIDE_N",
     "CLUSTER_BRACKET_MIN_K",
     "CLUSTER_ROW_N",
-    "CLUSTER_SMALL_K",
     "CLUSTER_MIN_N",
     "CLUSTER_ANY_K_N",
     "CLUSTER_LOW_K",
@@ -277,8 +276,6 @@ CLUSTER_WIDE_N = 131072
 CLUSTER_BRACKET_MIN_K = 512
 #: Scores a 1024 x 4 CTA of a cluster holds (a 512 x 4 CTA: half).
 CLUSTER_ROW_N = 16384
-#: Largest K four 512-thread cluster CTAs serve (envelopes up to 32,768).
-CLUSTER_SMALL_K = 1024
 #: Float32 envelopes above this (and up to ``REGISTER_MAX_N``) run on a cluster of two or
 #: four 512-thread CTAs while they take at most half the SMs (``_small_cluster``) at K of at
 #: least ``CLUSTER_LOW_K`` ...
@@ -372,8 +369,10 @@ CLUSTER_PAIR_MIN_K = 512
 #: without values or deterministic ties: rows of 4,097-12,288 scores in a 32,768 arena at
 #: b = 1 / 8, K = 2048 10.9-12.0 / 11.1-12.6 us against 12.4-13.6 / 12.4-14.4; the real rows
 #: 12.0 (cr4) and 11.9 (stdlib) against 17.2 and 13.9 at b = 8 (H200, raw kernel times);
-#: through the API on the H100 13.1 / 12.9 against 17.7 / 14.0 us eager.
-CLUSTER_SPLIT_REGISTER_MIN_K = CLUSTER_SMALL_K
+#: through the API on the H100 13.1 / 12.9 against 17.7 / 14.0 us eager. (Since the
+#: cluster-register family's four 512 x 4 CTAs a row serve these envelopes at every K while
+#: they take at most half the SMs, this is reached only on devices of fewer than 96 SMs.)
+CLUSTER_SPLIT_REGISTER_MIN_K = 1024
 #: The routed cluster splits' ``dense_min``: rows the aim leaves unsampled past twice K are
 #: sampled (the same cells without: up to 2.3x slower on short rows, even on full rows).
 CLUSTER_SPLIT_DENSE_MIN = 2
@@ -555,8 +554,13 @@ def _cluster_core(
     split streaming row). Envelopes of 32,769-65,536 run on eight 512 x 4 CTAs with the
     bracket path at every K (K = 2048, b = 1: 10.6 / 12.9 / 14.4 us in runs 2-4 against
     13.8 / 14.4 / 14.8 for four 1024 x 4 CTAs), or on four 1024 x 4 CTAs when eight CTAs a
-    row would pass half the SMs; envelopes up to 32,768 on four 512 x 4 CTAs at K <= 1024 (at
-    K = 2048 the 1024 x 8 register row is faster); envelopes of 65,537-131,072 on eight
+    row would pass half the SMs; envelopes up to 32,768 on four 512 x 4 CTAs at every K (the
+    H100, ``benchmarks/results/h100/tune_cluster_k2048.log``, raw kernel times, the bracket
+    path with the bit walk: K = 2048, b = 1 / 8 / 16 8.4 / 8.5 / 9.2 us on gaussian rows
+    against 14.8 / 12.0 / 13.8 for the cluster split or the 1024 x 8 register row, the real
+    32,768-score rows 9.0 / 8.9 against 12.5; the H200 runs before the bit walk and the crowd
+    test's bracket, ``../h200/tune_cluster_k2048.log``, lost on ReLU-like rows, whose zeros
+    sent them to the sampled path); envelopes of 65,537-131,072 on eight
     1024 x 4 CTAs only where their bracket path runs (K > 512, decode and full rows without
     values: b = 1, K = 2048, 15.9 / 15.5 against 16.9 / 16.8 us for the split streaming row
     in runs 3-4; its sampled path, 17.7-18.0, is slower than the split row), and on sixteen
@@ -591,7 +595,7 @@ def _cluster_core(
         else:
             shape = (8, 1024) if wide_bracket and 8 * rows <= limit else None
     elif n_env <= 2 * CLUSTER_ROW_N:
-        shape = (4, 512) if k <= CLUSTER_SMALL_K and 4 * rows <= limit else None
+        shape = (4, 512) if 4 * rows <= limit else None
     elif 8 * rows <= limit:
         shape = (8, 512)
     else:
@@ -1053,7 +1057,7 @@ def routed_configs(
             262144,
         ]:
             for k, mode, with_values, det, dtype, skip in itertools.product(
-                sorted({512, BULK_MAX_K, CLUSTER_SMALL_K + 1, CLUSTER_LOW_K, MAX_K}),
+                sorted({512, BULK_MAX_K, CLUSTER_SPLIT_REGISTER_MIN_K + 1, CLUSTER_LOW_K, MAX_K}),
                 MODES,
                 (False, True),
                 (False, True),
