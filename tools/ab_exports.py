@@ -9,7 +9,8 @@ that tree's packages first on ``PYTHONPATH``), then time them on the device:
     python tools/ab_exports.py old=old_dir new=new_dir [more=dir ...]
 
 Each cell ``b x n x K`` (``--cells``, default :data:`CELLS`) is routed with the H200's tables
-(``gvr_kernels.spec.H200``), its gaussian rows drawn once; every build's kernel is checked
+(``gvr_kernels.spec.H200``), its rows of each value family (``--families``, default gaussian)
+drawn once; every build's kernel is checked
 exact (``device_streaming.timed_exact``: each row's selected values equal ``torch.topk``'s)
 and timed, raw CUDA-event kernel time with a cold L2, ``--rounds`` alternations, the median
 printed with each build's ratio to the first. The builds must hold the same configuration
@@ -19,6 +20,7 @@ names (the same routing), which the export of each tree gives.
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 
@@ -48,6 +50,17 @@ def parse_cells(text: str | None) -> tuple[tuple[int, int, int], ...]:
     return tuple(cells)
 
 
+def parse_families(text: str) -> list[str]:
+    """``"gaussian,dsa_like"`` as value-family names of ``gvr_kernels.testing.families``."""
+    from gvr_kernels.testing import FAMILY_NAMES
+
+    names = [name for name in text.split(",") if name]
+    bad = [name for name in names if name not in FAMILY_NAMES]
+    if bad or not names:
+        raise ValueError(f"families {text!r}: expected names from {FAMILY_NAMES}")
+    return names
+
+
 def routes(cells):
     """``(b, n, k, route)`` of each cell, routed with the H200's tables."""
     from gvr_kernels.routing import route_static
@@ -75,8 +88,12 @@ def main() -> None:
     ap.add_argument("--export", help="export the cells' routed configurations here and stop")
     ap.add_argument("--cells", help="b,n,k;b,n,k (default: CELLS)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument(
+        "--families", default="gaussian", help="value families of the rows (gvr_kernels.testing)"
+    )
     args = ap.parse_args()
     cells = routes(parse_cells(args.cells))
+    family_names = parse_families(args.families)
     if args.export:
         import export_kernels
 
@@ -89,7 +106,7 @@ def main() -> None:
     import numpy as np
     import torch
     from device_streaming import timed_exact, timing_setup
-    from gvr_kernels.testing import KernelProvider
+    from gvr_kernels.testing import KernelProvider, families
 
     kps = {name: KernelProvider(folder) for name, folder in builds}
     flush = timing_setup()
@@ -98,8 +115,8 @@ def main() -> None:
     print(
         f"# A/B on {torch.cuda.get_device_name()}: raw kernel us, medians of {args.rounds} rounds"
     )
-    for b, n, k, r in cells:
-        logits = torch.randn(b, n, generator=g, device="cuda")
+    for (b, n, k, r), family in itertools.product(cells, family_names):
+        logits = families(family, b, n, k, g)
         kv = torch.full((b,), n, dtype=torch.int32, device="cuda")
         times = {name: [] for name in names}
         exact = True
@@ -112,7 +129,8 @@ def main() -> None:
         base = med[names[0]]
         cols = "  ".join(f"{name} {med[name]:.2f}" for name in names)
         ratios = "  ".join(f"{name}/{names[0]} {med[name] / base:.3f}" for name in names[1:])
-        print(f"b={b} n={n} k={k} {r.config.name} p{r.parts}: {cols}  {ratios} exact {exact}")
+        cell = f"b={b} n={n} k={k} {family} {r.config.name} p{r.parts}"
+        print(f"{cell}: {cols}  {ratios} exact {exact}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
 
-from ab_exports import CELLS, parse_builds, parse_cells, routes  # noqa: E402
+from ab_exports import CELLS, parse_builds, parse_cells, parse_families, routes  # noqa: E402
 
 
 def test_cells_parse_and_route():
@@ -28,3 +28,10 @@ def test_builds_parse():
     for bad in (["old=a"], ["old=a", "old=b"], ["old", "new=b"], ["=a", "new=b"]):
         with pytest.raises(ValueError):
             parse_builds(bad)
+
+
+def test_families_parse():
+    assert parse_families("gaussian,dsa_like") == ["gaussian", "dsa_like"]
+    for bad in ("", "gaussian,nope", ","):
+        with pytest.raises(ValueError):
+            parse_families(bad)
