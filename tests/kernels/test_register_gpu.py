@@ -274,6 +274,9 @@ def forced_rows(g, threads, vecs, dtype, k):
                 x[r, pos] = 2.5
             free = np.setdiff1d(np.flatnonzero(x[r, :n] != 2.5), pos)[:3000]
             x[r, free] = 2.0 ** (4 + np.arange(free.size) / 512)
+            # (+inf: the sampled path on bracket configurations too, where the keys above
+            # lift the bracket's low end far over the crowd, which then leaves it alone)
+            x[r, 3] = np.inf
         elif kind in (8, 9):  # a tie class at the top, unseen by the sample, on half the
             # threads (the others' maxima keep the bracket's low end below it): narrowed from
             # the staging, or (more of them than it holds) from the registers
