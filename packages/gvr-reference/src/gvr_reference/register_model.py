@@ -38,7 +38,7 @@ exactly once. Per row:
 3. **Rows the bracket cannot serve** (an infinite or NaN score at the top, ``-inf`` at the
    bottom, a constant first ``k``, a range too narrow for the scale) and **crowded rows**
    (some warp's 32 sample keys, step a, hold one key ``CROWD_MIN`` times, and the largest
-   such key lies in the bracket or less than about 16 bins below it: a tie class large
+   such key lies in the bracket or less than about 18 bins below its low end: a tie class large
    enough that its bin's atomics would serialise, :func:`crowd_harms`) take the sampled
    path:
 
@@ -307,8 +307,8 @@ def thread_sample(keys: np.ndarray, lead: int, p: RegisterParams) -> np.ndarray:
 
 def crowded_sample(sample: np.ndarray) -> bool:
     """Whether some warp's 32 sample keys hold one (valid, nonzero) key at least
-    ``CROWD_MIN`` times (the kernel: ``match.any`` and a warp maximum, run only in warps
-    where :func:`near_pair` holds, ``gvr_kernels.device.bracket.warp_crowd``)."""
+    ``CROWD_MIN`` times: ``crowd_key(sample) != 0`` (the kernels compute the key,
+    :func:`crowd_key`, and decide by :func:`crowd_harms`)."""
     for w in range(0, sample.size, 32):
         lanes = sample[w : w + 32]
         _, counts = np.unique(lanes[lanes != 0], return_counts=True)
