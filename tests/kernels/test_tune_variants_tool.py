@@ -24,7 +24,7 @@ from tune_variants import (  # noqa: E402
 
 def test_variants_are_the_routed_launch_and_its_dense_copies():
     # (a route with its own dense rows times the plain launch, d0, in place of them)
-    for width, rows, k in [(32768, 13, 2048), (131072, 16, 2048), (262144, 256, 1024)]:
+    for width, rows, k in [(32768, 17, 2048), (131072, 16, 2048), (262144, 256, 1024)]:
         got = variants(H200, rows, width, k)[: 1 + len(DENSE)]
         routed = got[0][1]
         own = routed.dense_min
@@ -35,7 +35,7 @@ def test_variants_are_the_routed_launch_and_its_dense_copies():
             assert cfg.dense_min == d and parts == got[0][2]
             assert cfg == replace(plain, dense_min=d)
     # a route with dense rows (the cluster split) times the plain launch in place of its own
-    got = variants(H200, 8, 32768, 2048)
+    got = variants(H200, 8, 262144, 2048)
     assert got[0][1].cluster == 8 and got[0][1].dense_min == 2
     assert [label for label, _, _ in got][: 1 + len(DENSE)] == ["routed", "d0", "d3", "d4"]
     assert got[1][1].dense_min == 0 and got[1][1].name == got[0][1].name.replace("_d2", "")
@@ -62,10 +62,11 @@ def test_bands_lie_past_two_k():
 
 
 def test_k_2048_cells_also_run_the_cluster_split():
-    """K = 2048 over 32,768 scores at 13 rows is routed to the register family, over 131,072
-    at 16 rows to the workspace split; the tool adds the cluster split of every size whose
-    CTAs fit the SMs, plain and with dense rows, at the same envelope."""
-    for rows, width in [(13, 32768), (16, 131072), (31, 65536)]:
+    """K = 2048 over 32,768 scores at 17 rows (past four cluster CTAs a row on half the SMs)
+    is routed to the register family, over 131,072 at 16 rows to the workspace split; the
+    tool adds the cluster split of every size whose CTAs fit the SMs, plain and with dense
+    rows, at the same envelope."""
+    for rows, width in [(17, 32768), (16, 131072), (31, 65536)]:
         got = variants(H200, rows, width, 2048)
         routed = got[0][1]
         assert routed.family == "register" or (routed.split and not routed.cluster)
