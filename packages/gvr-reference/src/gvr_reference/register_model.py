@@ -309,12 +309,7 @@ def crowded_sample(sample: np.ndarray) -> bool:
     """Whether some warp's 32 sample keys hold one (valid, nonzero) key at least
     ``CROWD_MIN`` times: ``crowd_key(sample) != 0`` (the kernels compute the key,
     :func:`crowd_key`, and decide by :func:`crowd_harms`)."""
-    for w in range(0, sample.size, 32):
-        lanes = sample[w : w + 32]
-        _, counts = np.unique(lanes[lanes != 0], return_counts=True)
-        if counts.size and counts.max() >= CROWD_MIN:
-            return True
-    return False
+    return crowd_key(sample) != 0
 
 
 def crowd_key(sample: np.ndarray) -> int:

@@ -154,6 +154,12 @@ def warp_crowd(key: Uint32, need: cutlass.Constexpr) -> Uint32:
     return crowd
 
 
+def _crowd_shift(fmt) -> int:
+    """Low bits of a crowd key the packed word drops: ``CROWD_KEY_SHIFT`` for float32 keys,
+    none for 16-bit ones."""
+    return CROWD_KEY_SHIFT if fmt.bits == 32 else 0
+
+
 @cute.jit
 def crowd_word(n_valid: Int32, crowd: Uint32, fmt: cutlass.Constexpr = F32) -> Uint32:
     """One warp's word of the reductions: its valid sample slots (0-32) in the low six bits,
@@ -162,7 +168,7 @@ def crowd_word(n_valid: Int32, crowd: Uint32, fmt: cutlass.Constexpr = F32) -> U
     Over the warps, the sum of the low bits is the sample's size and the maximum of the
     high bits the row's crowd (:func:`crowd_clear`). (A key whose field would pass 26 bits
     is a NaN's, and a row holding a NaN never takes the bracket: its top is not finite.)"""
-    shift = CROWD_KEY_SHIFT if const_expr(fmt.bits == 32) else 0
+    shift = _crowd_shift(fmt)
     field = Uint32(cutlass.select_(crowd != Uint32(0), (crowd >> Uint32(shift)) + Uint32(1), 0))
     return Uint32(n_valid) | (field << Uint32(6))
 
@@ -174,7 +180,7 @@ def crowd_clear(field: Uint32, scale: Uint32, bias: Uint32, fmt: cutlass.Constex
     bound of its key (``gvr_reference.register_model.crowd_bound``) maps below
     ``2**23 - 16``, where :func:`count_bracket` counts every score in its lane's own word
     (``gvr_reference.register_model.crowd_harms``)."""
-    shift = CROWD_KEY_SHIFT if const_expr(fmt.bits == 32) else 0
+    shift = _crowd_shift(fmt)
     bound = ((field - Uint32(1)) << Uint32(shift)) | Uint32((1 << shift) - 1)
     t = Int32(_fma(widen_bits(key_bits(bound, fmt), fmt), scale, bias))
     return Boolean((field == Uint32(0)) | (t < Int32(BIN0_BITS - 32)))
