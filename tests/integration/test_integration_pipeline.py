@@ -64,6 +64,47 @@ def test_indexer_formula_on_a_tiny_case():
         lightning_indexer(q, w[:, :2], k)
 
 
+_Q, _W, _K = torch.ones(4, 2, 16), torch.ones(4, 2), torch.ones(50, 16)
+
+
+@pytest.mark.parametrize(
+    "kwargs, err, match",
+    [
+        (dict(q=_Q.double()), TypeError, "q must be a float32"),
+        (dict(weights=_W.half()), TypeError, "weights must be a float32"),
+        (dict(keys=[[1.0] * 16] * 50), TypeError, "keys must be a float32"),
+        (dict(q=_Q[:, 0]), ValueError, "q must be 3-D"),
+        (dict(keys=_K[:, :8]), ValueError, "shapes do not fit"),
+        (dict(lengths=[1, 2, 3, 4]), TypeError, "lengths must be an integer tensor"),
+        (dict(lengths=torch.tensor([50.0, 10, 0, 3])), TypeError, "lengths must be an integer"),
+        (dict(lengths=torch.tensor([10])), ValueError, r"lengths must have shape \(4,\)"),
+        (dict(lengths=torch.tensor([50, 10, 0])), ValueError, "lengths must have shape"),
+        (dict(out=torch.zeros(4, 50, dtype=torch.int32)), TypeError, "out must be a float32"),
+        (dict(out=torch.empty(4, 50, dtype=torch.float64)), TypeError, "out must be a float32"),
+        (dict(out=torch.empty(4, 49)), ValueError, r"out must be a float32 \[4, 50\]"),
+        (dict(block=3), ValueError, "block must be a power of two"),
+        (dict(block=32.0), TypeError, "block must be an int"),
+        (dict(block_max=torch.empty(4, 3)), ValueError, "block_max must be"),
+    ],
+)
+def test_indexer_rejects_bad_input_before_writing(kwargs, err, match):
+    args = dict(q=_Q, weights=_W, keys=_K, lengths=None, out=None, block_max=None)
+    args.update(kwargs)
+    fill = 7.0
+    bufs = [b for b in (args["out"], args["block_max"]) if isinstance(b, torch.Tensor)]
+    for b in bufs:
+        b.fill_(fill)
+    with pytest.raises(err, match=match):
+        lightning_indexer(
+            args["q"], args["weights"], args["keys"], args["lengths"],
+            out=args["out"], block_max=args["block_max"], **(
+                {"block": args["block"]} if "block" in args else {}
+            ),
+        )  # fmt: skip
+    for b in bufs:
+        assert bool((b == fill).all()), "a rejected call wrote into a buffer"
+
+
 @pytest.mark.parametrize("next_n,cr", [(1, 1), (2, 4), (3, 2), (4, 1)])
 def test_decode_row_lengths_match_the_reference(next_n, cr):
     kv = rng("lengths", next_n, cr).integers(0, 3000, 13).astype(np.int32)
@@ -208,7 +249,8 @@ def test_block_maxima_on_strided_scores_and_into_a_buffer():
         (dict(scores=torch.zeros(2, 8, dtype=torch.float64)), TypeError, "float32"),
         (dict(scores=torch.zeros(8)), ValueError, "2-D"),
         (dict(scores=torch.zeros(2, 8), block=3), ValueError, "block"),
-        (dict(scores=torch.zeros(2, 8), block=True), ValueError, "block"),
+        (dict(scores=torch.zeros(2, 8), block=True), TypeError, "block"),
+        (dict(scores=torch.zeros(2, 8), block=32.0), TypeError, "block"),
         (dict(scores=torch.zeros(2, 8), out=torch.zeros(2, 2)), ValueError, "block_max"),
         (
             dict(scores=torch.zeros(2, 64), out=torch.zeros(2, 4, 2)[:, :, 0]),

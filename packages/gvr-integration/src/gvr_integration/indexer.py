@@ -82,14 +82,14 @@ def lightning_indexer(
         float32 ``[T, S]`` scores (``out`` when given).
 
     Raises:
-        ValueError: shapes that do not fit together, or a bad ``block`` / ``block_max``.
+        TypeError: ``q``, ``weights``, ``keys`` or ``out`` is not a float32 tensor,
+            ``lengths`` is not an integer tensor, or ``block`` is not an int.
+        ValueError: a tensor of the wrong rank, shapes that do not fit together, tensors on
+            different devices, or a bad ``block`` / ``block_max``. Every check runs before
+            anything is computed or written.
     """
+    _check_indexer_inputs(q, weights, keys, lengths, out, block_max, block)
     t, h, d = q.shape
-    if weights.shape != (t, h) or keys.dim() != 2 or keys.shape[1] != d:
-        raise ValueError(
-            f"shapes do not fit: q {tuple(q.shape)}, weights {tuple(weights.shape)}, "
-            f"keys {tuple(keys.shape)}"
-        )
     dots = torch.matmul(q.reshape(t * h, d), keys.t()).view(t, h, -1).relu_()
     scores = torch.bmm(weights.unsqueeze(1), dots).squeeze(1)
     if lengths is not None:
@@ -101,6 +101,77 @@ def lightning_indexer(
         return scores
     out.copy_(scores)
     return out
+
+
+def _float32_tensor(name: str, x) -> None:
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
+        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"{name} must be a float32 tensor, got {got}")
+
+
+def _check_indexer_inputs(q, weights, keys, lengths, out, block_max, block) -> None:
+    """:func:`lightning_indexer`'s argument checks (TypeError / ValueError naming the
+    argument), all before any score is computed."""
+    for name, x, rank in (("q", q, 3), ("weights", weights, 2), ("keys", keys, 2)):
+        _float32_tensor(name, x)
+        if x.dim() != rank:
+            raise ValueError(f"{name} must be {rank}-D, got shape {tuple(x.shape)}")
+    t, h, d = q.shape
+    if tuple(weights.shape) != (t, h) or keys.shape[1] != d:
+        raise ValueError(
+            f"shapes do not fit: q {tuple(q.shape)} [T, H, d] needs weights [T, H] and keys "
+            f"[S, d], got weights {tuple(weights.shape)}, keys {tuple(keys.shape)}"
+        )
+    for name, x in (("weights", weights), ("keys", keys)):
+        if x.device != q.device:
+            raise ValueError(f"{name} is on {x.device}, q on {q.device}")
+    s = keys.shape[0]
+    if lengths is not None:
+        if (
+            not isinstance(lengths, torch.Tensor)
+            or lengths.dtype.is_floating_point
+            or (lengths.dtype.is_complex or lengths.dtype == torch.bool)
+        ):
+            got = lengths.dtype if isinstance(lengths, torch.Tensor) else type(lengths).__name__
+            raise TypeError(f"lengths must be an integer tensor, got {got}")
+        if tuple(lengths.shape) != (t,):
+            raise ValueError(
+                f"lengths must have shape ({t},) (one per row), got {tuple(lengths.shape)}"
+            )
+        if lengths.device != q.device:
+            raise ValueError(f"lengths is on {lengths.device}, q on {q.device}")
+    if out is not None:
+        _float32_tensor("out", out)
+        if tuple(out.shape) != (t, s) or out.device != q.device:
+            raise ValueError(
+                f"out must be a float32 [{t}, {s}] tensor on {q.device}, got "
+                f"{tuple(out.shape)} on {out.device}"
+            )
+    if isinstance(block, bool) or not isinstance(block, int):
+        raise TypeError(f"block must be an int, got {type(block).__name__} {block!r}")
+    if block < 1 or block & (block - 1):
+        raise ValueError(f"block must be a power of two >= 1, got {block!r}")
+    if block_max is not None:
+        _check_block_max(block_max, t, -(-s // block), q.device)
+
+
+def _check_block_max(out, t: int, nb: int, device) -> None:
+    if not isinstance(out, torch.Tensor) or (
+        out.dtype != torch.float32
+        or tuple(out.shape) != (t, nb)
+        or out.device != device
+        or out.stride(1) != 1
+        or (t > 1 and out.stride(0) < nb)
+    ):
+        desc = (
+            f"{out.dtype} {tuple(out.shape)} strides {tuple(out.stride())} on {out.device}"
+            if isinstance(out, torch.Tensor)
+            else type(out).__name__
+        )
+        raise ValueError(
+            f"block_max must be a float32 [{t}, {nb}] tensor with unit inner stride on "
+            f"{device}, got {desc}"
+        )
 
 
 def block_maxima(
@@ -122,30 +193,21 @@ def block_maxima(
         float32 ``[T, ceil(S / block)]`` on ``scores``' device (``out`` when given).
 
     Raises:
-        TypeError: ``scores`` is not a float32 tensor.
+        TypeError: ``scores`` is not a float32 tensor, or ``block`` is not an int.
         ValueError: ``scores`` is not 2-D, ``block`` is not a power of two, or ``out`` has
             the wrong shape, dtype or device.
     """
-    if not isinstance(scores, torch.Tensor) or scores.dtype != torch.float32:
-        raise TypeError(f"scores must be a float32 tensor, got {getattr(scores, 'dtype', scores)}")
+    _float32_tensor("scores", scores)
     if scores.dim() != 2:
         raise ValueError(f"scores must be 2-D [T, S], got shape {tuple(scores.shape)}")
-    if isinstance(block, bool) or not isinstance(block, int) or block < 1 or block & (block - 1):
+    if isinstance(block, bool) or not isinstance(block, int):
+        raise TypeError(f"block must be an int, got {type(block).__name__} {block!r}")
+    if block < 1 or block & (block - 1):
         raise ValueError(f"block must be a power of two >= 1, got {block!r}")
     t, s = scores.shape
     nb = -(-s // block)
-    if out is not None and (
-        out.dtype != torch.float32
-        or tuple(out.shape) != (t, nb)
-        or out.device != scores.device
-        or out.stride(1) != 1
-        or (t > 1 and out.stride(0) < nb)
-    ):
-        raise ValueError(
-            f"block_max must be a float32 [{t}, {nb}] tensor with unit inner stride on "
-            f"{scores.device}, got {out.dtype} {tuple(out.shape)} strides {tuple(out.stride())} "
-            f"on {out.device}"
-        )
+    if out is not None:
+        _check_block_max(out, t, nb, scores.device)
     if t == 0 or s == 0:
         return out if out is not None else scores.new_empty((t, nb))
     # One max-pooling pass (windows of ``block``, the last one partial: ``ceil_mode``); it
