@@ -47,7 +47,7 @@ SETTINGS = settings(
 
 @pytest.fixture(scope="module", autouse=True)
 def warm():
-    gvr_dispatch.warmup(k=4, device="cpu", progress=False)
+    gvr_dispatch.warmup(k=4, width=64, device="cpu", progress=False)
 
 
 @pytest.fixture
@@ -163,6 +163,8 @@ BAD_CALLS = [
         x, 3, out=o, values=torch.zeros(2, 3, dtype=torch.float64))),
     (ValueError, "values must have shape", lambda x, o: gvr_dispatch.topk(
         x, 3, out=o, values=torch.zeros(3, 3))),
+    (ValueError, "values must not require grad", lambda x, o: gvr_dispatch.topk(
+        x, 3, out=o, values=torch.zeros(2, 3, requires_grad=True))),
     (TypeError, "deterministic must be a bool", lambda x, o: gvr_dispatch.topk(
         x, 3, out=o, deterministic=1)),
     (TypeError, "sorted must be a bool", lambda x, o: gvr_dispatch.topk(x, 3, out=o, sorted=None)),
@@ -182,6 +184,20 @@ def test_bad_input_raises_before_writing(exc, match, call):
     with pytest.raises(exc, match=match):
         call(x, out)
     assert (out == 123).all()
+
+
+@pytest.mark.parametrize("rows", [2, 100])  # 100 rows, K = 8: the torch.topk route
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_a_values_buffer_that_requires_grad_is_refused_on_every_route(rows, deterministic):
+    x = torch.randn(rows, 1000)
+    values = torch.full((rows, 8), 5.0, requires_grad=True)
+    with pytest.raises(ValueError, match="values must not require grad"):
+        gvr_dispatch.topk(x, 8, values=values, deterministic=deterministic)
+    assert bool((values == 5.0).all())
+    with torch.no_grad():  # no graph to keep: the buffer is written, as torch.topk's would be
+        out, got = gvr_dispatch.topk(x, 8, values=values, deterministic=deterministic)
+    assert got is values
+    torch.testing.assert_close(values.detach(), torch.gather(x, 1, out.long()))
 
 
 # ------------------------------------------------------------------------------ exactness

@@ -149,6 +149,12 @@ COMMON = [
     ("values-rows", _set_kw("values", torch.zeros(ROWS - 1, K)), ValueError, "values"),
     ("values-width", _set_kw("values", torch.zeros(ROWS, K + 1)), ValueError, "values"),
     ("values-list", _set_kw("values", [[0.0] * K] * ROWS), TypeError, "values"),
+    (
+        "values-requires-grad",
+        _set_kw("values", torch.full((ROWS, K), SENTINEL_VAL, requires_grad=True)),
+        ValueError,
+        "values must not require grad",
+    ),
     ("return_values-int", _set_kw("return_values", 1), TypeError, "return_values"),
     ("deterministic-str", _set_kw("deterministic", "yes"), TypeError, "deterministic"),
     ("sorted-none", _set_kw("sorted", None), TypeError, "sorted"),

@@ -240,6 +240,7 @@ def direct(
         or not values.is_cpu
         or values.shape != (rows, k)
         or not values.is_contiguous()
+        or values.requires_grad  # the general path's checks decide (grad mode may refuse it)
     ):
         return None
     # The negative bit (a lazily negated view, e.g. the .imag of a conjugated complex

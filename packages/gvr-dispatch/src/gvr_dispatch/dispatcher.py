@@ -225,6 +225,7 @@ class Dispatcher:
             or values.get_device() != dev
             or values.shape != (rows, k)
             or not values.is_contiguous()
+            or values.requires_grad  # the general path's checks decide
             or (
                 out is not None
                 and out.untyped_storage().data_ptr() == values.untyped_storage().data_ptr()
@@ -724,6 +725,10 @@ class Dispatcher:
             # float32 values for float32 logits; for 16-bit logits the logits dtype, or a
             # float32 buffer the values are widened into
             ok = (dtype, _f32)
+            if dtype is not _f32 and isinstance(values, _Tensor) and values.dtype not in ok:
+                raise TypeError(
+                    f"values must be {dtype} or {_f32} for {dtype} logits, got {values.dtype}"
+                )
             vdt = values.dtype if isinstance(values, _Tensor) and values.dtype in ok else dtype
             check_output(values, "values", vdt, device, rows, k)
             if out is not None:

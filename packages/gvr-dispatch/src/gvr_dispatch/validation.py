@@ -278,12 +278,20 @@ def check_output(
 
     Raises:
         TypeError: not a tensor, or the wrong dtype.
-        ValueError: wrong device, shape, or not contiguous.
+        ValueError: wrong device, shape, or not contiguous; or it requires grad while grad
+            mode is on (the call writes it in place, which autograd cannot follow: as
+            ``torch.topk(..., out=)`` refuses such a buffer).
     """
     if not isinstance(buf, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {_what(buf)}")
     if buf.dtype is not dtype:
         raise TypeError(f"{name} must be {dtype}, got {buf.dtype}")
+    if buf.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            f"{name} must not require grad: the top-K writes it in place, which autograd "
+            "cannot follow (pass a buffer with requires_grad=False, or call under "
+            "torch.no_grad())"
+        )
     if buf.device != device:
         raise ValueError(f"{name} must be on the logits device {device}, got {buf.device}")
     shape = buf.shape
