@@ -331,12 +331,13 @@ def test_warmup_cpu_engine():
     from gvr_dispatch import Dispatcher
 
     d = Dispatcher(runtime=_NoCuda())
-    rep = d.warmup(k=8, device="cpu")
+    rep = d.warmup(k=8, width=100, device="cpu")
     assert [e.name for e in rep.entries] == ["cpu_engine"]
-    assert d.warmup(k=8).entries[0].source == "memory"
+    assert d.warmup(k=8, max_seq_len=100).entries[0].source == "memory"
     # a new dispatcher in a process that has the engine loaded says so (not "compiled")
-    assert Dispatcher(runtime=_NoCuda()).warmup(k=8, device="cpu").entries[0].source == "memory"
-    assert d.warmup(k=4096, device="cpu").entries  # the CPU engine takes any K
+    again = Dispatcher(runtime=_NoCuda()).warmup(k=8, width=100, device="cpu")
+    assert again.entries[0].source == "memory"
+    assert d.warmup(k=4096, width=100, device="cpu").entries  # the CPU engine takes any K
     # the call flags are checked as on a GPU
     for kw, err, name in (
         (dict(k=0), ValueError, "k"),
@@ -350,11 +351,16 @@ def test_warmup_cpu_engine():
         (dict(k=8, width=2.5), TypeError, "width"),
         (dict(k=8, row_stride=-4), ValueError, "row_stride"),
         (dict(k=8, rows=(3,), next_n=2), ValueError, "next_n=2"),
+        # the envelope's width, where its calls need one (as a GPU's keys do)
+        (dict(k=8), ValueError, "width .* is required to warm up 'decode' calls"),
+        (dict(k=8, max_seq_len=64, modes=("prefill",)), ValueError, "'prefill' calls"),
+        (dict(k=8, max_seq_len=64, modes=("decode", "dense")), ValueError, "'dense' calls"),
     ):
         with pytest.raises(err, match=name):
             d.warmup(device="cpu", **kw)
     # prefill rows need not be multiples of next_n, on the CPU as on a GPU
-    assert d.warmup(k=8, rows=(3,), next_n=2, modes=("prefill",), device="cpu").entries
+    rep = d.warmup(k=8, rows=(3,), next_n=2, modes=("prefill",), width=100, device="cpu")
+    assert rep.entries
 
 
 class _NoCuda(FakeRuntime):

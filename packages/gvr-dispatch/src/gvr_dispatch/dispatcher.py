@@ -1084,7 +1084,7 @@ class Dispatcher:
                 _, row_counts, modes_, *_ = check_call_flags(
                     k, rows, modes, with_values, deterministic, block_max, False
                 )
-                check_envelope(width, row_stride, row_counts, modes_, next_n)
+                check_envelope(width, row_stride, row_counts, modes_, next_n, max_seq_len)
                 return self._warmup_cpu(t0)
             if device.type != self._kernel_type:
                 raise ValueError(f"device must be a CPU or CUDA device, got {device}")

@@ -148,10 +148,11 @@ def check_call_flags(k, rows, modes, with_values, deterministic, block_skip, ker
     return ks, row_counts, modes, values_opts, det_opts, skip_opts
 
 
-def check_envelope(width, row_stride, row_counts, modes, next_n):
+def check_envelope(width, row_stride, row_counts, modes, next_n, max_seq_len):
     """The shape arguments of a warm-up envelope, checked (also where the CPU engine serves the
-    calls and no key is made): ``width`` in ``[1, 2**26)``, ``row_stride >= 0``, and decode row
-    counts multiples of ``next_n``.
+    calls and no key is made): ``width`` in ``[1, 2**26)`` and given for prefill, dense and
+    decode without ``max_seq_len`` calls, ``row_stride >= 0``, and decode row counts
+    multiples of ``next_n``.
 
     Returns:
         ``(width, row_stride)`` as ints (or None where not given).
@@ -173,6 +174,10 @@ def check_envelope(width, row_stride, row_counts, modes, next_n):
                 raise ValueError(
                     f"rows must be multiples of next_n={next_n} for decode calls, got {r}"
                 )
+    if width is None:
+        for mode in modes:
+            if mode != "decode" or max_seq_len is None:
+                raise ValueError(f"width (logits.shape[1]) is required to warm up {mode!r} calls")
     return width, row_stride
 
 
@@ -221,7 +226,7 @@ def warmup_keys(
     ks, row_counts, modes, values_opts, det_opts, skip_opts = check_call_flags(
         k, rows, modes, with_values, deterministic, block_skip
     )
-    width, row_stride = check_envelope(width, row_stride, row_counts, modes, next_n)
+    width, row_stride = check_envelope(width, row_stride, row_counts, modes, next_n, max_seq_len)
     notes: list[str] = []
     if row_stride is not None:
         vec = 8 if any(d != "float32" for d in dtypes) else 4
@@ -232,8 +237,7 @@ def warmup_keys(
             )
 
     def need_width(mode: str) -> int:
-        if width is None:
-            raise ValueError(f"width (logits.shape[1]) is required to warm up {mode!r} calls")
+        assert width is not None, mode  # check_envelope refused the envelope without it
         return width
 
     # (kernel mode, n_env)

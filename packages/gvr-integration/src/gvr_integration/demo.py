@@ -238,7 +238,9 @@ def run(args: argparse.Namespace) -> DemoReport:
             "(about 10-60 s, once; cached on disk afterwards)"
         )
         t = time.perf_counter()
-        gvr_dispatch.warmup(k=max(args.k), device="cpu", progress=False)
+        gvr_dispatch.warmup(
+            k=max(args.k), max_seq_len=sample.n_tokens, device="cpu", progress=False
+        )
         say("CPU engine ready in %.1f s", time.perf_counter() - t)
     report = DemoReport(
         device=str(device), engine=engine, sample=sample.name, torch_version=torch.__version__
