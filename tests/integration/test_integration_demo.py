@@ -13,6 +13,7 @@ import pytest
 import torch
 from gvr_integration import demo
 from gvr_integration.pipeline import DecodeConfig
+from gvr_integration.report import DemoReport, LongRowResult
 
 SMALL = ["--device", "cpu", "--k", "512", "2048", "--next-n", "2", "--batch", "2", "--steps", "2"]
 SMALL += ["--long-rows", "8192", "--long-batch", "2"]
@@ -24,6 +25,20 @@ def test_default_configs_respect_the_cache_width():
     assert all(c.k <= 4096 // c.compress_ratio for c in cfgs)
     assert len(cfgs) == 2 * (3 + 2)  # K=2048 does not fit the 1024 pooled keys
     assert demo.default_configs([512], [1], [2], ["positive"], 1, 4096, 4) == []
+
+
+def test_default_configs_name_a_skipped_ratio_once(caplog):
+    demo.default_configs([512], [1], [1, 2], ["positive", "signed"], 1, 4096, 4)
+    assert caplog.text.count("skipping compress_ratio 2") == 1
+
+
+def test_report_header_names_the_long_rows_it_shows():
+    rep = DemoReport(device="cpu", engine="e", sample="s", torch_version="t")
+    assert "no long-row call ran" in rep.header_lines()[-1]
+    rep.long_rows = [LongRowResult("x", 4, w, 512) for w in (65536, 1000)]
+    assert "rows of 1,000-65,536 scores" in rep.header_lines()[-1]
+    rep.long_rows = rep.long_rows[1:]
+    assert "rows of 1,000 scores" in rep.header_lines()[-1]
 
 
 def test_demo_report_and_json(tmp_path, capsys, caplog):
@@ -167,6 +182,8 @@ def test_bad_options_are_usage_errors(capsys):
         (["--long-rows", "0"], "--long-rows must be >= 1"),
         (["--device", "bogus"], "--device must be auto, cpu or cuda[:i]"),
         (["--device", "meta"], "--device must be auto, cpu or cuda[:i]"),
+        (["--compress-ratio", "1", "2"], "--compress-ratio must be 1 or the sample's 4"),
+        (["--sample", "no-such-sample"], "--sample 'no-such-sample': no sample"),
     ):
         with pytest.raises(SystemExit) as exc:
             demo.parse_args(argv)

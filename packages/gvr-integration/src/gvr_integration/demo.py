@@ -120,13 +120,16 @@ def default_configs(
 ) -> list[DecodeConfig]:
     """Every combination whose K fits the cache width (``n_tokens // compress_ratio``)."""
     configs = []
+    usable = []
+    for cr in ratios:
+        if cr in (1, sample_ratio):
+            usable.append(cr)
+        else:
+            logger.warning(
+                "skipping compress_ratio %d: the sample stores 1 and %d", cr, sample_ratio
+            )
     for w in weights:
-        for cr in ratios:
-            if cr not in (1, sample_ratio):
-                logger.warning(
-                    "skipping compress_ratio %d: the sample stores 1 and %d", cr, sample_ratio
-                )
-                continue
+        for cr in usable:
             for n in next_ns:
                 for k in ks:
                     if k > n_tokens // cr:
@@ -285,6 +288,9 @@ def run(args: argparse.Namespace) -> DemoReport:
             say("shared 131K rows not found (GVR_REAL_ROWS or %s); skipping them", SHARED_ROWS)
         for x, lengths, source in sources:
             say("long rows (%s): %d x %d, K %s", source, *x.shape, args.k)
+            over = [k for k in args.k if k > x.shape[1]]
+            if over:
+                say("  K %s skipped: more than the %d scores a row holds", over, x.shape[1])
             found = run_long_rows(x, lengths, source, args.k, device, max(3, 2 * args.reps))
             for r in found:
                 say(
@@ -354,6 +360,16 @@ def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     bad_cr = [c for c in args.compress_ratio if c < 1 or c & (c - 1)]
     if bad_cr:
         p.error(f"--compress-ratio must be a power of two, got {bad_cr}")
+    try:
+        sample = load_sample(args.sample)
+    except (FileNotFoundError, ValueError, OSError) as e:
+        p.error(f"--sample {args.sample!r}: {e}")
+    off = [c for c in args.compress_ratio if c not in (1, sample.compress_ratio)]
+    if off:
+        p.error(
+            f"--compress-ratio must be 1 or the sample's {sample.compress_ratio} "
+            f"({sample.name} stores those two), got {off}"
+        )
     for name in ("batch", "reps", "long_batch", "steps"):
         v = getattr(args, name)
         if v is not None and v < 1:

@@ -188,9 +188,19 @@ class DemoReport:
             "lightning indexer -> GVR top-K (checked by the oracle's validator) -> sparse "
             "attention, compared with attention over torch.topk's selection",
             RATIO_LINE,
-            "The sample's decode rows hold at most 4,096 scores; the long-row table shows rows of "
-            "65,536-262,144, the regime the library is for.",
+            self._long_row_line(),
         ]
+
+    def _long_row_line(self) -> str:
+        widths = [r.width for r in self.long_rows]
+        if not widths:
+            return "The sample's decode rows hold at most 4,096 scores; no long-row call ran."
+        lo, hi = min(widths), max(widths)
+        span = f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
+        return (
+            "The sample's decode rows hold at most 4,096 scores; the long-row table shows rows "
+            f"of {span} scores, the regime the library is for."
+        )
 
     def footer_lines(self) -> list[str]:
         steps = sum(r.steps for r in self.results)
