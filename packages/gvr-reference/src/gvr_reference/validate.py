@@ -393,6 +393,19 @@ def check_decode(
 ) -> ValidationReport:
     """Validate a decode answer (see :func:`gvr_reference.oracle.topk_decode` for the call).
 
+    Args:
+        logits: float32 ``[batch * next_n, width]``, any strides.
+        kv_lens: int32 ``[batch]``: total (uncompressed) KV length per request, ``>= 0``.
+        k: the requested K, int ``>= 1``.
+        indices: the answer (int32 ``[rows, k]`` expected, row-local; anything else is
+            reported, not raised).
+        next_n: rows per request, ``>= 1``.
+        compress_ratio: KV compression ratio, a power of two.
+        values: the optional values answer (float32 ``[rows, k]``).
+
+    Returns:
+        a :class:`ValidationReport` (as :func:`check_topk`).
+
     Raises:
         TypeError, ValueError: bad call arguments.
     """
@@ -414,6 +427,16 @@ def check_prefill(
 ) -> ValidationReport:
     """Validate a prefill answer (window-local indices over ``[row_starts, row_ends)``).
 
+    Args:
+        logits: float32 ``[rows, width]``, any strides.
+        row_starts, row_ends: int32 ``[rows]``, ``0 <= row_starts <= row_ends <= width``.
+        k: the requested K, int ``>= 1``.
+        indices: the answer (int32 ``[rows, k]`` expected, window-local).
+        values: the optional values answer (float32 ``[rows, k]``).
+
+    Returns:
+        a :class:`ValidationReport` (as :func:`check_topk`).
+
     Raises:
         TypeError, ValueError: bad call arguments.
     """
@@ -431,6 +454,16 @@ def check_dense(
 ) -> ValidationReport:
     """Validate a dense answer over ``[0, lengths[r])`` (full rows when ``lengths`` is None).
 
+    Args:
+        logits: float32 ``[rows, width]``, any strides.
+        k: the requested K, int ``>= 1``.
+        indices: the answer (int32 ``[rows, k]`` expected).
+        lengths: optional int32 ``[rows]`` valid columns per row (clamped to ``width``).
+        values: the optional values answer (float32 ``[rows, k]``).
+
+    Returns:
+        a :class:`ValidationReport` (as :func:`check_topk`).
+
     Raises:
         TypeError, ValueError: bad call arguments.
     """
@@ -439,7 +472,13 @@ def check_dense(
 
 
 def assert_topk(logits, windows, k, indices, values=None) -> ValidationReport:
-    """:func:`check_topk`, raising ``AssertionError`` with a summary on failure."""
+    """:func:`check_topk` (same arguments, shapes and dtypes), raising ``AssertionError`` with
+    the report's summary when the answer is wrong; returns the report when it is right.
+
+    Raises:
+        AssertionError: the answer fails validation.
+        TypeError, ValueError: bad call arguments (as :func:`check_topk`).
+    """
     report = check_topk(logits, windows, k, indices, values)
     report.raise_if_failed()
     return report
@@ -448,7 +487,13 @@ def assert_topk(logits, windows, k, indices, values=None) -> ValidationReport:
 def assert_decode(
     logits, kv_lens, k, indices, *, next_n=1, compress_ratio=1, values=None
 ) -> ValidationReport:
-    """:func:`check_decode`, raising ``AssertionError`` with a summary on failure."""
+    """:func:`check_decode` (same arguments, shapes and dtypes), raising ``AssertionError`` with
+    the report's summary when the answer is wrong; returns the report when it is right.
+
+    Raises:
+        AssertionError: the answer fails validation.
+        TypeError, ValueError: bad call arguments (as :func:`check_decode`).
+    """
     report = check_decode(
         logits, kv_lens, k, indices, next_n=next_n, compress_ratio=compress_ratio, values=values
     )
@@ -457,14 +502,26 @@ def assert_decode(
 
 
 def assert_prefill(logits, row_starts, row_ends, k, indices, values=None) -> ValidationReport:
-    """:func:`check_prefill`, raising ``AssertionError`` with a summary on failure."""
+    """:func:`check_prefill` (same arguments, shapes and dtypes), raising ``AssertionError`` with
+    the report's summary when the answer is wrong; returns the report when it is right.
+
+    Raises:
+        AssertionError: the answer fails validation.
+        TypeError, ValueError: bad call arguments (as :func:`check_prefill`).
+    """
     report = check_prefill(logits, row_starts, row_ends, k, indices, values)
     report.raise_if_failed()
     return report
 
 
 def assert_dense(logits, k, indices, lengths=None, values=None) -> ValidationReport:
-    """:func:`check_dense`, raising ``AssertionError`` with a summary on failure."""
+    """:func:`check_dense` (same arguments, shapes and dtypes), raising ``AssertionError`` with
+    the report's summary when the answer is wrong; returns the report when it is right.
+
+    Raises:
+        AssertionError: the answer fails validation.
+        TypeError, ValueError: bad call arguments (as :func:`check_dense`).
+    """
     report = check_dense(logits, k, indices, lengths, values)
     report.raise_if_failed()
     return report

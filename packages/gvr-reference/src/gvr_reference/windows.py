@@ -100,8 +100,13 @@ def decode_lengths_unchecked(
 
 
 def decode_windows(kv_lens: np.ndarray, next_n: int, compress_ratio: int, width: int) -> RowWindows:
-    """:class:`RowWindows` of a decode call (starts 0, lengths from
-    :func:`decode_row_lengths`)."""
+    """:class:`RowWindows` of a decode call: starts 0, lengths from
+    :func:`decode_row_lengths` (``kv_lens`` int32 ``[batch]``; ``batch * next_n`` rows of a
+    ``width``-wide logits array).
+
+    Raises:
+        TypeError, ValueError: bad arguments (as :func:`decode_row_lengths`).
+    """
     lengths = decode_row_lengths(kv_lens, next_n, compress_ratio, width)
     return RowWindows(np.zeros(lengths.shape[0], np.int64), lengths)
 
@@ -130,7 +135,13 @@ def prefill_windows(
 
 
 def prefill_row_windows(row_starts: np.ndarray, row_ends: np.ndarray, width: int) -> RowWindows:
-    """:class:`RowWindows` of a prefill call."""
+    """:class:`RowWindows` of a prefill call: windows ``[row_starts[r], row_ends[r])`` (as
+    :func:`prefill_windows`: int32 ``[rows]`` bounds within ``[0, width]``; int64 starts and
+    lengths).
+
+    Raises:
+        TypeError, ValueError: bad arrays or a window outside ``[0, width]``.
+    """
     return RowWindows(*prefill_windows(row_starts, row_ends, width))
 
 
