@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         numba.set_num_threads(args.threads)
         torch.set_num_threads(args.threads)
     cpu_engine.warmup()
-    gvr_dispatch.warmup(k=max(args.k), device="cpu", progress=False)
+    gvr_dispatch.warmup(k=max(args.k), width=max(args.n), device="cpu", progress=False)
     cells = [run_cell(b, n, k, args) for b in args.batch for n in args.n for k in args.k]
     meta = _metadata(args)
     result = {"benchmark": "cpu_engine_vs_torch_topk", "metadata": meta, "cells": cells}

@@ -352,7 +352,7 @@ def test_warmup_cpu_engine():
         (dict(k=8, row_stride=-4), ValueError, "row_stride"),
         (dict(k=8, rows=(3,), next_n=2), ValueError, "next_n=2"),
         # the envelope's width, where its calls need one (as a GPU's keys do)
-        (dict(k=8), ValueError, "width .* is required to warm up 'decode' calls"),
+        (dict(k=8), ValueError, r"or max_seq_len is required to warm up 'decode' calls"),
         (dict(k=8, max_seq_len=64, modes=("prefill",)), ValueError, "'prefill' calls"),
         (dict(k=8, max_seq_len=64, modes=("decode", "dense")), ValueError, "'dense' calls"),
     ):

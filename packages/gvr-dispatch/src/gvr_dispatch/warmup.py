@@ -176,7 +176,11 @@ def check_envelope(width, row_stride, row_counts, modes, next_n, max_seq_len):
                 )
     if width is None:
         for mode in modes:
-            if mode != "decode" or max_seq_len is None:
+            if mode == "decode" and max_seq_len is None:
+                raise ValueError(
+                    "width (logits.shape[1]) or max_seq_len is required to warm up 'decode' calls"
+                )
+            if mode != "decode":
                 raise ValueError(f"width (logits.shape[1]) is required to warm up {mode!r} calls")
     return width, row_stride
 
