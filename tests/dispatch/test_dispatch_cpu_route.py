@@ -188,7 +188,7 @@ def test_bad_input_raises_before_writing(exc, match, call):
 
 @pytest.mark.parametrize("rows", [2, 100])  # 100 rows, K = 8: the torch.topk route
 @pytest.mark.parametrize("deterministic", [False, True])
-def test_a_values_buffer_that_requires_grad_is_refused_on_every_route(rows, deterministic):
+def test_a_values_buffer_that_requires_grad_is_refused_on_the_cpu_routes(rows, deterministic):
     x = torch.randn(rows, 1000)
     values = torch.full((rows, 8), 5.0, requires_grad=True)
     with pytest.raises(ValueError, match="values must not require grad"):

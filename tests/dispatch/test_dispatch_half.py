@@ -159,13 +159,13 @@ def test_property_against_torch_topk(data, width, k, dtype):
         (
             lambda x: gvr_dispatch.topk(x, 4, values=torch.empty(2, 4, dtype=torch.float64)),
             TypeError,
-            "values must be torch.bfloat16 or torch.float32 for torch.bfloat16 logits, got "
+            "values must be torch.bfloat16 \\(the logits dtype\\) or torch.float32, got "
             "torch.float64",
         ),
         (
             lambda x: gvr_dispatch.topk(x, 4, values=torch.empty(2, 4, dtype=torch.float16)),
             TypeError,
-            "values must be torch.bfloat16 or torch.float32",
+            "values must be torch.bfloat16 \\(the logits dtype\\) or torch.float32",
         ),
         (
             lambda x: gvr_dispatch.topk(x, 4, values=torch.empty(3, 4, dtype=torch.bfloat16)),

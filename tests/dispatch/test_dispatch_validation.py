@@ -86,6 +86,10 @@ def _strided_second(a, kw, e):
     a[_SECOND[e]] = torch.zeros(2 * n, dtype=torch.int32)[::2]
 
 
+def _values_require_grad(a, kw, e):
+    kw["values"].requires_grad_(True)
+
+
 def _drop_k_and_buffers(a, kw, e):
     a[_K_POS[e]] = None
     kw.pop("out")
@@ -149,12 +153,9 @@ COMMON = [
     ("values-rows", _set_kw("values", torch.zeros(ROWS - 1, K)), ValueError, "values"),
     ("values-width", _set_kw("values", torch.zeros(ROWS, K + 1)), ValueError, "values"),
     ("values-list", _set_kw("values", [[0.0] * K] * ROWS), TypeError, "values"),
-    (
-        "values-requires-grad",
-        _set_kw("values", torch.full((ROWS, K), SENTINEL_VAL, requires_grad=True)),
-        ValueError,
-        "values must not require grad",
-    ),
+    # the call's own sentinel buffer, so the battery checks that it stays unwritten (on the
+    # kernel path the decode call's fast path must leave it to the checks)
+    ("values-requires-grad", _values_require_grad, ValueError, "values must not require grad"),
     ("return_values-int", _set_kw("return_values", 1), TypeError, "return_values"),
     ("deterministic-str", _set_kw("deterministic", "yes"), TypeError, "deterministic"),
     ("sorted-none", _set_kw("sorted", None), TypeError, "sorted"),
@@ -288,6 +289,22 @@ def test_valid_base_calls_write(entry):
         res_out, res_values = getattr(dispatch, _FN[entry])(*args, **kw)
         assert res_out is kw["out"] and res_values is kw["values"]
         assert not (kw["out"] == SENTINEL_OUT).any()
+
+
+def test_a_warm_decode_call_refuses_values_that_require_grad():
+    """The decode fast path (a warmed launch key) leaves such a buffer to the checks."""
+    d, _, _ = fake_dispatcher()
+    args, kw = _base("decode")
+    d.topk_decode(*args, **kw)  # warms the launch: the next call of this shape takes the fast path
+    kw["out"].fill_(SENTINEL_OUT)
+    kw["values"].fill_(SENTINEL_VAL)
+    kw["values"].requires_grad_(True)
+    with pytest.raises(ValueError, match="values must not require grad"):
+        d.topk_decode(*args, **kw)
+    assert (kw["out"] == SENTINEL_OUT).all() and (kw["values"] == SENTINEL_VAL).all()
+    with torch.no_grad():  # accepted there (the fast path again)
+        assert d.topk_decode(*args, **kw)[1] is kw["values"]
+    assert not (kw["out"] == SENTINEL_OUT).any()
 
 
 # ---------------------------------------------------------------------- CUDA-only checks

@@ -103,7 +103,7 @@ def topk_decode(
         compress_ratio: KV compression ratio, a power of two in ``[1, 2**30]``.
         out: optional int32 ``[rows, k]`` contiguous buffer for the indices.
         values: optional ``[rows, k]`` contiguous buffer for the values, in the logits dtype
-            or float32.
+            or float32; it must not require grad while grad mode is on.
         return_values: also return values without a ``values`` buffer.
         max_seq_len: optional upper bound on ``kv_lens`` in uncompressed tokens (e.g. the
             engine's maximum sequence length), to tighten the launch envelope below the

@@ -240,7 +240,7 @@ def direct(
         or not values.is_cpu
         or values.shape != (rows, k)
         or not values.is_contiguous()
-        or values.requires_grad  # the general path's checks decide (grad mode may refuse it)
+        or (values.requires_grad and torch.is_grad_enabled())  # refused by the general path
     ):
         return None
     # The negative bit (a lazily negated view, e.g. the .imag of a conjugated complex

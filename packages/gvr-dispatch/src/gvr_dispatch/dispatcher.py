@@ -52,6 +52,7 @@ from .validation import (
     check_max_seq_len,
     check_next_n,
     check_output,
+    half_values_message,
     resolve_k,
 )
 from .warmup import WarmupEntry, WarmupReport, check_call_flags, check_envelope, warmup_keys
@@ -225,7 +226,7 @@ class Dispatcher:
             or values.get_device() != dev
             or values.shape != (rows, k)
             or not values.is_contiguous()
-            or values.requires_grad  # the general path's checks decide
+            or (values.requires_grad and torch.is_grad_enabled())  # refused by the checks
             or (
                 out is not None
                 and out.untyped_storage().data_ptr() == values.untyped_storage().data_ptr()
@@ -726,9 +727,7 @@ class Dispatcher:
             # float32 buffer the values are widened into
             ok = (dtype, _f32)
             if dtype is not _f32 and isinstance(values, _Tensor) and values.dtype not in ok:
-                raise TypeError(
-                    f"values must be {dtype} or {_f32} for {dtype} logits, got {values.dtype}"
-                )
+                raise TypeError(half_values_message(dtype, values.dtype))
             vdt = values.dtype if isinstance(values, _Tensor) and values.dtype in ok else dtype
             check_output(values, "values", vdt, device, rows, k)
             if out is not None:

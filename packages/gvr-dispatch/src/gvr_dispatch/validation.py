@@ -270,6 +270,21 @@ def check_kernel_width(width: int) -> None:
         raise ValueError(f"logits.shape[1] must be < 2**26 for CUDA tensors, got {width}")
 
 
+def grad_buffer_message(name: str) -> str:
+    """The refusal of an output buffer that requires grad while grad mode is on (one text for
+    every place that checks it: :func:`check_output`, the traced torch ops)."""
+    return (
+        f"{name} must not require grad: the top-K writes it in place, which autograd cannot "
+        "follow (pass a buffer with requires_grad=False, or call under torch.no_grad())"
+    )
+
+
+def half_values_message(logits_dtype: torch.dtype, got: torch.dtype) -> str:
+    """The refusal of a ``values`` buffer of another dtype than 16-bit logits allow (their
+    own dtype or float32), for the dispatcher and the torch ops' fake implementations."""
+    return f"values must be {logits_dtype} (the logits dtype) or torch.float32, got {got}"
+
+
 def check_output(
     buf: object, name: str, dtype: torch.dtype, device: torch.device, rows: int, k: int
 ) -> None:
@@ -287,11 +302,7 @@ def check_output(
     if buf.dtype is not dtype:
         raise TypeError(f"{name} must be {dtype}, got {buf.dtype}")
     if buf.requires_grad and torch.is_grad_enabled():
-        raise ValueError(
-            f"{name} must not require grad: the top-K writes it in place, which autograd "
-            "cannot follow (pass a buffer with requires_grad=False, or call under "
-            "torch.no_grad())"
-        )
+        raise ValueError(grad_buffer_message(name))
     if buf.device != device:
         raise ValueError(f"{name} must be on the logits device {device}, got {buf.device}")
     shape = buf.shape

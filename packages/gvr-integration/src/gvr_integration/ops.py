@@ -35,7 +35,13 @@ import logging
 
 import gvr_dispatch
 import torch
-from gvr_dispatch.validation import KERNEL_MAX_K, MAX_COMPRESS_RATIO, resolve_k
+from gvr_dispatch.validation import (
+    KERNEL_MAX_K,
+    MAX_COMPRESS_RATIO,
+    grad_buffer_message,
+    half_values_message,
+    resolve_k,
+)
 
 __all__ = ["topk_decode", "topk_prefill", "DECODE_SCHEMA", "PREFILL_SCHEMA"]
 
@@ -173,8 +179,7 @@ def _fake_outputs(logits, out, values) -> None:
             lambda: (
                 f"values must be torch.float32, got {values.dtype}"
                 if logits.dtype == torch.float32
-                else f"values must be {logits.dtype} (the logits dtype) or float32, got "
-                f"{values.dtype}"
+                else half_values_message(logits.dtype, values.dtype)
             ),
         )
         torch._check_value(
@@ -265,7 +270,12 @@ def _workspace_tensor(workspace):
 
 
 def _traced_buffers(logits, k, out, values, return_values):
-    """Allocate the outputs a traced call needs (the op only fills buffers)."""
+    """Allocate the outputs a traced call needs (the op only fills buffers), after the one
+    check the op cannot make: its implementations run below autograd, so a ``values`` buffer
+    that requires grad is refused here, in the traced Python, as the eager call refuses it
+    (:func:`gvr_dispatch.validation.check_output`)."""
+    if isinstance(values, torch.Tensor) and values.requires_grad and torch.is_grad_enabled():
+        raise ValueError(grad_buffer_message("values"))
     if k is None:
         k = resolve_k(None, out, values)
     rows = logits.shape[0]
