@@ -67,6 +67,16 @@ def test_indexer_formula_on_a_tiny_case():
 _Q, _W, _K = torch.ones(4, 2, 16), torch.ones(4, 2), torch.ones(50, 16)
 
 
+def _buffers():
+    """Valid ``out`` and ``block_max`` buffers of the bad-input cases, filled with 7."""
+    return dict(out=torch.full((4, 50), 7.0), block_max=torch.full((4, 2), 7.0))
+
+
+def _overlapping():
+    arena = torch.full((4, 60), 7.0)
+    return dict(out=arena[:, :50], block_max=arena[:, 48:50])
+
+
 @pytest.mark.parametrize(
     "kwargs, err, match",
     [
@@ -79,30 +89,46 @@ _Q, _W, _K = torch.ones(4, 2, 16), torch.ones(4, 2), torch.ones(50, 16)
         (dict(lengths=torch.tensor([50.0, 10, 0, 3])), TypeError, "lengths must be an integer"),
         (dict(lengths=torch.tensor([10])), ValueError, r"lengths must have shape \(4,\)"),
         (dict(lengths=torch.tensor([50, 10, 0])), ValueError, "lengths must have shape"),
-        (dict(out=torch.zeros(4, 50, dtype=torch.int32)), TypeError, "out must be a float32"),
-        (dict(out=torch.empty(4, 50, dtype=torch.float64)), TypeError, "out must be a float32"),
-        (dict(out=torch.empty(4, 49)), ValueError, r"out must be a float32 \[4, 50\]"),
+        (dict(out=torch.full((4, 50), 7, dtype=torch.int32)), TypeError, "out must be a float32"),
+        (dict(out=torch.full((4, 50), 7.0, dtype=torch.float64)), TypeError, "out must be a"),
+        (dict(out=torch.full((4, 49), 7.0)), ValueError, r"out must be a float32 \[4, 50\]"),
+        (dict(out=torch.full((4, 50), 7.0, requires_grad=True)), ValueError, "out must not"),
         (dict(block=3), ValueError, "block must be a power of two"),
         (dict(block=32.0), TypeError, "block must be an int"),
-        (dict(block_max=torch.empty(4, 3)), ValueError, "block_max must be"),
+        (dict(block_max=torch.full((4, 3), 7.0)), ValueError, "block_max must be"),
+        (dict(block_max=[[7.0] * 2] * 4), TypeError, "block_max must be a float32 tensor"),
+        (
+            dict(block_max=torch.full((4, 2), 7.0, requires_grad=True)),
+            ValueError,
+            "block_max must not",
+        ),
+        (_overlapping(), ValueError, "out and block_max must not share memory"),
     ],
 )
 def test_indexer_rejects_bad_input_before_writing(kwargs, err, match):
-    args = dict(q=_Q, weights=_W, keys=_K, lengths=None, out=None, block_max=None)
+    """Each case differs from a valid call (with both buffers) by one argument; no buffer
+    given, valid or not, is written."""
+    args = dict(q=_Q, weights=_W, keys=_K, lengths=None, block=32, **_buffers())
     args.update(kwargs)
-    fill = 7.0
     bufs = [b for b in (args["out"], args["block_max"]) if isinstance(b, torch.Tensor)]
-    for b in bufs:
-        b.fill_(fill)
     with pytest.raises(err, match=match):
         lightning_indexer(
             args["q"], args["weights"], args["keys"], args["lengths"],
-            out=args["out"], block_max=args["block_max"], **(
-                {"block": args["block"]} if "block" in args else {}
-            ),
+            out=args["out"], block_max=args["block_max"], block=args["block"],
         )  # fmt: skip
     for b in bufs:
-        assert bool((b == fill).all()), "a rejected call wrote into a buffer"
+        assert bool((b.detach() == 7.0).all()), "a rejected call wrote into a buffer"
+
+
+def test_indexer_base_call_of_the_bad_input_cases_is_valid():
+    bufs = _buffers()
+    got = lightning_indexer(_Q, _W, _K, None, **bufs, block=32)
+    assert got is bufs["out"] and bool((got == 32.0).all())  # 2 heads x relu(16) each
+    assert bool((bufs["block_max"] == 32.0).all())
+    with torch.no_grad():  # a buffer that requires grad is fine without a graph to keep
+        out = torch.zeros(4, 50, requires_grad=True)
+        assert lightning_indexer(_Q, _W, _K, out=out) is out
+    assert lightning_indexer(torch.ones(0, 2, 16), torch.ones(0, 2), _K).shape == (0, 50)
 
 
 @pytest.mark.parametrize("next_n,cr", [(1, 1), (2, 4), (3, 2), (4, 1)])

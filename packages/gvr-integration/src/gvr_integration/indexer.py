@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from gvr_dispatch.validation import check_disjoint
 
 __all__ = ["lightning_indexer", "decode_row_lengths", "block_maxima", "BLOCK"]
 
@@ -85,12 +86,13 @@ def lightning_indexer(
         TypeError: ``q``, ``weights``, ``keys`` or ``out`` is not a float32 tensor,
             ``lengths`` is not an integer tensor, or ``block`` is not an int.
         ValueError: a tensor of the wrong rank, shapes that do not fit together, tensors on
-            different devices, or a bad ``block`` / ``block_max``. Every check runs before
-            anything is computed or written.
+            different devices, a bad ``block`` / ``block_max``, ``out`` and ``block_max``
+            sharing memory, or a buffer that requires grad while grad mode is on. Every
+            check runs before anything is computed or written.
     """
     _check_indexer_inputs(q, weights, keys, lengths, out, block_max, block)
     t, h, d = q.shape
-    dots = torch.matmul(q.reshape(t * h, d), keys.t()).view(t, h, -1).relu_()
+    dots = torch.matmul(q.reshape(t * h, d), keys.t()).view(t, h, keys.shape[0]).relu_()
     scores = torch.bmm(weights.unsqueeze(1), dots).squeeze(1)
     if lengths is not None:
         col = torch.arange(keys.shape[0], device=keys.device)
@@ -147,30 +149,41 @@ def _check_indexer_inputs(q, weights, keys, lengths, out, block_max, block) -> N
                 f"out must be a float32 [{t}, {s}] tensor on {q.device}, got "
                 f"{tuple(out.shape)} on {out.device}"
             )
+        _not_grad("out", out)
     if isinstance(block, bool) or not isinstance(block, int):
         raise TypeError(f"block must be an int, got {type(block).__name__} {block!r}")
     if block < 1 or block & (block - 1):
         raise ValueError(f"block must be a power of two >= 1, got {block!r}")
     if block_max is not None:
         _check_block_max(block_max, t, -(-s // block), q.device)
+        if out is not None:
+            # The maxima are written before the scores are copied into out.
+            check_disjoint(out, "out", block_max, "block_max")
 
 
 def _check_block_max(out, t: int, nb: int, device) -> None:
-    if not isinstance(out, torch.Tensor) or (
-        out.dtype != torch.float32
-        or tuple(out.shape) != (t, nb)
+    _float32_tensor("block_max", out)
+    if (
+        tuple(out.shape) != (t, nb)
         or out.device != device
         or out.stride(1) != 1
         or (t > 1 and out.stride(0) < nb)
     ):
-        desc = (
-            f"{out.dtype} {tuple(out.shape)} strides {tuple(out.stride())} on {out.device}"
-            if isinstance(out, torch.Tensor)
-            else type(out).__name__
-        )
         raise ValueError(
             f"block_max must be a float32 [{t}, {nb}] tensor with unit inner stride on "
-            f"{device}, got {desc}"
+            f"{device}, got {tuple(out.shape)} strides {tuple(out.stride())} on {out.device}"
+        )
+    _not_grad("block_max", out)
+
+
+def _not_grad(name: str, buf: torch.Tensor) -> None:
+    """A buffer written in place must not require grad while grad mode is on (autograd
+    cannot follow the write; torch's own in-place copy would refuse it after other buffers
+    were written)."""
+    if buf.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            f"{name} must not require grad: it is written in place, which autograd cannot "
+            "follow (pass a buffer with requires_grad=False, or call under torch.no_grad())"
         )
 
 
@@ -193,9 +206,9 @@ def block_maxima(
         float32 ``[T, ceil(S / block)]`` on ``scores``' device (``out`` when given).
 
     Raises:
-        TypeError: ``scores`` is not a float32 tensor, or ``block`` is not an int.
-        ValueError: ``scores`` is not 2-D, ``block`` is not a power of two, or ``out`` has
-            the wrong shape, dtype or device.
+        TypeError: ``scores`` or ``out`` is not a float32 tensor, or ``block`` is not an int.
+        ValueError: ``scores`` is not 2-D, ``block`` is not a power of two, ``out`` has the
+            wrong shape, device or layout, or requires grad while grad mode is on.
     """
     _float32_tensor("scores", scores)
     if scores.dim() != 2:
