@@ -184,6 +184,7 @@ def test_bad_options_are_usage_errors(capsys):
         (["--device", "meta"], "--device must be auto, cpu or cuda[:i]"),
         (["--compress-ratio", "1", "2"], "--compress-ratio must be 1 or the sample's 4"),
         (["--sample", "no-such-sample"], "--sample 'no-such-sample': no sample"),
+        (["--sample", __file__], f"--sample {__file__!r}: "),  # not a safetensors file
     ):
         with pytest.raises(SystemExit) as exc:
             demo.parse_args(argv)

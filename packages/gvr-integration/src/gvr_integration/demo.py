@@ -362,7 +362,7 @@ def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error(f"--compress-ratio must be a power of two, got {bad_cr}")
     try:
         sample = load_sample(args.sample)
-    except (FileNotFoundError, ValueError, OSError) as e:
+    except Exception as e:  # missing, unreadable or not a sample file (safetensors' own errors)
         p.error(f"--sample {args.sample!r}: {e}")
     off = [c for c in args.compress_ratio if c not in (1, sample.compress_ratio)]
     if off:
