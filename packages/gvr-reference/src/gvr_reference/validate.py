@@ -397,8 +397,8 @@ def check_decode(
         logits: float32 ``[batch * next_n, width]``, any strides.
         kv_lens: int32 ``[batch]``: total (uncompressed) KV length per request, ``>= 0``.
         k: the requested K, int ``>= 1``.
-        indices: the answer (int32 ``[rows, k]`` expected, row-local; anything else is
-            reported, not raised).
+        indices: the answer, a numpy array (int32 ``[rows, k]`` expected, row-local; another
+            dtype or shape is reported, not raised).
         next_n: rows per request, ``>= 1``.
         compress_ratio: KV compression ratio, a power of two.
         values: the optional values answer (float32 ``[rows, k]``).
@@ -431,7 +431,7 @@ def check_prefill(
         logits: float32 ``[rows, width]``, any strides.
         row_starts, row_ends: int32 ``[rows]``, ``0 <= row_starts <= row_ends <= width``.
         k: the requested K, int ``>= 1``.
-        indices: the answer (int32 ``[rows, k]`` expected, window-local).
+        indices: the answer, a numpy array (int32 ``[rows, k]`` expected, window-local).
         values: the optional values answer (float32 ``[rows, k]``).
 
     Returns:
@@ -457,8 +457,9 @@ def check_dense(
     Args:
         logits: float32 ``[rows, width]``, any strides.
         k: the requested K, int ``>= 1``.
-        indices: the answer (int32 ``[rows, k]`` expected).
-        lengths: optional int32 ``[rows]`` valid columns per row (clamped to ``width``).
+        indices: the answer, a numpy array (int32 ``[rows, k]`` expected).
+        lengths: optional int32 ``[rows]`` valid columns per row, ``>= 0`` (clamped to
+            ``width``).
         values: the optional values answer (float32 ``[rows, k]``).
 
     Returns:
