@@ -331,6 +331,31 @@ def test_compile_fullgraph_inductor(device, request):
     _compile_and_check(device, "inductor")
 
 
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_compiled_calls_refuse_values_that_require_grad(fullgraph):
+    """The ops' implementations run below autograd, so the traced wrapper makes the check the
+    eager call makes; Dynamo reports it as its own RuntimeError under ``fullgraph``."""
+    torch._dynamo.reset()
+    b = make_decode_batch(rng("grad"), batch=4, k=16, width=300)
+    x, kv = logits_of(b, "cpu"), tensor(b.kv_lens, "cpu")
+    cf = torch.compile(
+        lambda x, kv, v: ops.topk_decode(x, kv, 16, values=v), fullgraph=fullgraph,
+        backend="aot_eager",
+    )  # fmt: skip
+    with torch.no_grad():  # no graph to keep: filled
+        filled = torch.full((4, 16), 7.0, requires_grad=True)
+        out, got = cf(x, kv, filled)
+    assert got is filled
+    check(b, out)
+    values = torch.full((4, 16), 7.0, requires_grad=True)
+    with pytest.raises(ValueError if not fullgraph else RuntimeError) as e:
+        cf(x, kv, values)
+    assert "values must not require grad" in str(e.value)
+    assert bool((values == 7.0).all())
+    with pytest.raises(ValueError, match="values must not require grad"):  # eager, the same
+        ops.topk_decode(x, kv, 16, values=values)
+
+
 def test_compile_fullgraph_dynamic_shapes():
     """Tracing with symbolic shapes: the fake impls run on SymInts."""
     torch._dynamo.reset()
