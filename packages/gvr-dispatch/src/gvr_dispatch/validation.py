@@ -270,13 +270,19 @@ def check_kernel_width(width: int) -> None:
         raise ValueError(f"logits.shape[1] must be < 2**26 for CUDA tensors, got {width}")
 
 
-def grad_buffer_message(name: str) -> str:
-    """The refusal of an output buffer that requires grad while grad mode is on (one text for
-    every place that checks it: :func:`check_output`, the traced torch ops)."""
-    return (
-        f"{name} must not require grad: the top-K writes it in place, which autograd cannot "
-        "follow (pass a buffer with requires_grad=False, or call under torch.no_grad())"
-    )
+def check_not_grad(buf: torch.Tensor, name: str) -> None:
+    """A buffer the call writes in place must not require grad while grad mode is on
+    (autograd cannot follow the write; ``torch.topk(..., out=)`` refuses one too). The one
+    owner of that rule: :func:`check_output`, the traced torch ops and the indexer call it.
+
+    Raises:
+        ValueError: it does, naming ``name``.
+    """
+    if buf.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            f"{name} must not require grad: it is written in place, which autograd cannot "
+            "follow (pass a buffer with requires_grad=False, or call under torch.no_grad())"
+        )
 
 
 def half_values_message(logits_dtype: torch.dtype, got: torch.dtype) -> str:
@@ -301,8 +307,7 @@ def check_output(
         raise TypeError(f"{name} must be a torch.Tensor, got {_what(buf)}")
     if buf.dtype is not dtype:
         raise TypeError(f"{name} must be {dtype}, got {buf.dtype}")
-    if buf.requires_grad and torch.is_grad_enabled():
-        raise ValueError(grad_buffer_message(name))
+    check_not_grad(buf, name)
     if buf.device != device:
         raise ValueError(f"{name} must be on the logits device {device}, got {buf.device}")
     shape = buf.shape

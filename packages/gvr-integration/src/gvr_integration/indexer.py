@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from gvr_dispatch.validation import check_disjoint
+from gvr_dispatch.validation import check_disjoint, check_not_grad
 
 __all__ = ["lightning_indexer", "decode_row_lengths", "block_maxima", "BLOCK"]
 
@@ -132,7 +132,8 @@ def _check_indexer_inputs(q, weights, keys, lengths, out, block_max, block) -> N
         if (
             not isinstance(lengths, torch.Tensor)
             or lengths.dtype.is_floating_point
-            or (lengths.dtype.is_complex or lengths.dtype == torch.bool)
+            or lengths.dtype.is_complex
+            or lengths.dtype == torch.bool
         ):
             got = lengths.dtype if isinstance(lengths, torch.Tensor) else type(lengths).__name__
             raise TypeError(f"lengths must be an integer tensor, got {got}")
@@ -149,7 +150,7 @@ def _check_indexer_inputs(q, weights, keys, lengths, out, block_max, block) -> N
                 f"out must be a float32 [{t}, {s}] tensor on {q.device}, got "
                 f"{tuple(out.shape)} on {out.device}"
             )
-        _not_grad("out", out)
+        check_not_grad(out, "out")
     if isinstance(block, bool) or not isinstance(block, int):
         raise TypeError(f"block must be an int, got {type(block).__name__} {block!r}")
     if block < 1 or block & (block - 1):
@@ -173,18 +174,7 @@ def _check_block_max(out, t: int, nb: int, device) -> None:
             f"block_max must be a float32 [{t}, {nb}] tensor with unit inner stride on "
             f"{device}, got {tuple(out.shape)} strides {tuple(out.stride())} on {out.device}"
         )
-    _not_grad("block_max", out)
-
-
-def _not_grad(name: str, buf: torch.Tensor) -> None:
-    """A buffer written in place must not require grad while grad mode is on (autograd
-    cannot follow the write; torch's own in-place copy would refuse it after other buffers
-    were written)."""
-    if buf.requires_grad and torch.is_grad_enabled():
-        raise ValueError(
-            f"{name} must not require grad: it is written in place, which autograd cannot "
-            "follow (pass a buffer with requires_grad=False, or call under torch.no_grad())"
-        )
+    check_not_grad(out, "block_max")
 
 
 def block_maxima(

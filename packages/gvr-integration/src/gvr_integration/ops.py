@@ -38,7 +38,7 @@ import torch
 from gvr_dispatch.validation import (
     KERNEL_MAX_K,
     MAX_COMPRESS_RATIO,
-    grad_buffer_message,
+    check_not_grad,
     half_values_message,
     resolve_k,
 )
@@ -274,8 +274,8 @@ def _traced_buffers(logits, k, out, values, return_values):
     check the op cannot make: its implementations run below autograd, so a ``values`` buffer
     that requires grad is refused here, in the traced Python, as the eager call refuses it
     (:func:`gvr_dispatch.validation.check_output`)."""
-    if isinstance(values, torch.Tensor) and values.requires_grad and torch.is_grad_enabled():
-        raise ValueError(grad_buffer_message("values"))
+    if isinstance(values, torch.Tensor):
+        check_not_grad(values, "values")
     if k is None:
         k = resolve_k(None, out, values)
     rows = logits.shape[0]
