@@ -34,6 +34,7 @@ selected set; else 1.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import statistics
@@ -53,6 +54,10 @@ from .graph import CapturedDecodeTopK
 from .pipeline import DecodeConfig, DSADecodePipeline, decode_schedule
 from .report import ConfigResult, DemoReport, LongRowResult
 from .timing import time_per_call
+
+#: The sample by name or path, loaded once per process: the option check loads it to refuse
+#: a sample that cannot be read, and the run uses the same object (read only).
+_load_sample = functools.lru_cache(maxsize=4)(load_sample)
 
 __all__ = ["main", "run", "default_configs", "long_rows_from_sample", "run_long_rows"]
 
@@ -222,7 +227,7 @@ def run(args: argparse.Namespace) -> DemoReport:
         device = torch.device(args.device)
     torch.set_float32_matmul_precision("highest")
     say("loading the real sample")
-    sample = load_sample(args.sample)
+    sample = _load_sample(args.sample)
     say(
         "sample %s: %d tokens, %d decode queries",
         sample.name,
@@ -361,7 +366,7 @@ def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if bad_cr:
         p.error(f"--compress-ratio must be a power of two, got {bad_cr}")
     try:
-        sample = load_sample(args.sample)
+        sample = _load_sample(args.sample)
     except Exception as e:  # missing, unreadable or not a sample file (safetensors' own errors)
         p.error(f"--sample {args.sample!r}: {e}")
     off = [c for c in args.compress_ratio if c not in (1, sample.compress_ratio)]
