@@ -960,6 +960,7 @@ def test_streaming_routes_of_lean_decode_launches_sample_dense_rows():
         (64, 262144),
         (128, 65536),
         (256, 65536),
+        (512, 65536),
         (256, 262144),
     ):
         for k in (512, 2048):

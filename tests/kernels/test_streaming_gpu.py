@@ -476,6 +476,7 @@ RAGGED = [
     # up to two rows per SM from a shorter envelope (RAGGED_BULK_FEW_MIN_N)
     (512, 200, 100000, "gaussian"),
     (2048, 264, 65540, "dsa_like"),
+    (512, 256, 65536, "quantized"),
 ]
 
 

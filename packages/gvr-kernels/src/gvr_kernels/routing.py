@@ -212,11 +212,16 @@ RAGGED_BULK_EXTRA_PER_SM = 1
 #: the shorter envelope ``RAGGED_BULK_FEW_MIN_N`` (``tools/tune_meet.py --set rows2``,
 #: ``benchmarks/results/h100/tune_rows2.log``, the H100, raw kernel times, K = 512): serving-like
 #: ragged rows at n = 131,072 take 17.6 us against 26.3 at b = 160 and 21.3 against 27.3 at
-#: b = 256, at n = 65,536 (not routed) 15.1 against 18.8 and 18.0 against 18.8 (K = 2048:
-#: 17.9 against 19.6); rows of equal length pay 2-5 % (n = 131,072: 47.3 against 45.9 us at
-#: b = 160, 61.3 against 59.9 at b = 256). At n = 32,768 ragged rows gained 4-5 % and rows of
-#: equal length lost 7 %.
-RAGGED_BULK_FEW_MIN_N = 65537
+#: b = 256, at n = 65,536 15.1 against 18.8 and 18.0 against 18.8 (K = 2048: 17.9 against
+#: 19.6); rows of equal length pay 2-5 % (n = 131,072: 47.3 against 45.9 us at b = 160, 61.3
+#: against 59.9 at b = 256). At n = 32,768 ragged rows gained 4-5 % and rows of equal length
+#: lost 7 %. The 65,536 envelope itself, through the API (``benchmarks/results/h100/
+#: ab_ragged_65536.log``, the H100, the two routes in one machine session, both orders, beside
+#: gvr_2): serving-like ragged rows (``bench_topk.ragged_lengths``) at b = 133 / 200 / 256
+#: take 0.74x-0.94x / 0.85x-0.94x / 0.86x-1.02x the one-CTA-a-row time (CUDA-graph replay
+#: against gvr_2: 1.05x-1.15x -> 0.81x-0.86x at b = 133), rows of equal length 1.01x-1.08x
+#: (still 0.71x-0.92x gvr_2's time).
+RAGGED_BULK_FEW_MIN_N = 65536
 RAGGED_BULK_FEW_ROWS_PER_SM = 2
 #: Envelopes at most this long run on 512-thread CTAs (two per SM) at any batch.
 SMALL_ROW_N = 4096
