@@ -19,11 +19,11 @@ last columns are ``gemm - l2`` per provider: the time a cold instruction cache a
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: The default cells: b = 1 over the decode grid's lengths, then a few batched ones.
 CELLS = (
@@ -48,6 +48,7 @@ def parse_cell(text: str) -> tuple[int, int, int]:
 def main() -> None:
     import bench_topk as bt
     import torch
+    from device_streaming import timeit
     from gvr_kernels.testing import check_windows
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -67,21 +68,9 @@ def main() -> None:
         torch.topk(tk, 2048, dim=1)
 
     def timed(pre, fn) -> float:
-        times = []
-        for _ in range(args.reps):
-            if pre == "gemm":
-                layer()
-            flush.zero_()
-            if callable(pre):
-                pre()
-            s = torch.cuda.Event(enable_timing=True)
-            e = torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e) * 1e3)
-        return statistics.median(times)
+        if pre == "gemm":
+            return timeit(fn, flush, args.reps, prepare=layer)
+        return timeit(fn, flush, args.reps, then=pre)
 
     print(
         f"{torch.cuda.get_device_name()}; us, medians of {args.reps} calls\n"
