@@ -13,7 +13,9 @@
     python3 tools/cold_code.py --cells 1,4096,512 1,262144,512 --reps 40
 
 A cell is ``rows,n,K`` (gaussian decode rows of the ``decode-grid`` set, full length). The
-last columns are ``gemm - l2`` per provider: the time a cold instruction cache adds.
+last columns are ``gemm - l2`` per provider, eager and replayed: what the layer before the call
+adds (the one-element kernel's column is the part no top-K kernel can avoid). A cell whose
+answers are not exact is marked ``INEXACT``. Results: ``benchmarks/results/h100/cold_code.log``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ CELLS = (
     "1,4096,512", "1,4096,2048", "1,16384,512", "1,16384,1024", "1,65536,512",
     "1,262144,512", "8,4096,512", "32,16384,1024", "8,131072,512", "128,16384,512",
 )  # fmt: skip
-CONDITIONS = ("l2", "other", "gemm")
 
 
 def parse_cell(text: str) -> tuple[int, int, int]:
