@@ -516,10 +516,17 @@ class Timer:
         self.reps = reps
         self.capture_stream = None
 
-    def cold(self, fn) -> tuple[float, float, float]:
+    def cold(self, fn, prepare=None, then=None) -> tuple[float, float, float]:
+        """Median, 10th and 90th percentile (us) of ``reps`` CUDA-event timings of ``fn``,
+        the L2 flushed before each; ``prepare`` runs before the flush and ``then`` after it,
+        both untimed (``tools/cold_code.py``)."""
         times = []
         for _ in range(self.reps):
+            if prepare is not None:
+                prepare()
             self.flush.zero_()
+            if then is not None:
+                then()
             s = torch.cuda.Event(enable_timing=True)
             e = torch.cuda.Event(enable_timing=True)
             s.record()
@@ -537,6 +544,10 @@ class Timer:
         workspace slab on the first eager launch of a stream and refuses to allocate it under
         capture, and a first call also compiles or loads whatever a provider builds lazily.
         One capture stream is kept for the whole run (gvr_2 keeps one slab per stream)."""
+        return self.cold(self.capture(fn))
+
+    def capture(self, fn):
+        """The replay of a CUDA graph of ``fn``, captured as :meth:`graph` describes."""
         if self.capture_stream is None:
             self.capture_stream = torch.cuda.Stream()
         side = self.capture_stream
@@ -548,7 +559,7 @@ class Timer:
         with torch.cuda.graph(g, stream=side):
             fn()
         torch.cuda.current_stream().wait_stream(side)
-        return self.cold(g.replay)
+        return g.replay
 
 
 # ----------------------------------------------------------------------------- cases

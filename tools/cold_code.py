@@ -3,7 +3,7 @@
 ``--reps`` calls, eager and CUDA-graph replay, under three conditions before each timed call:
 
 - ``l2``: the L2 flushed (``bench_topk``'s method: the flush kernel's code is small, so the
-  timed kernel's code stays in the SMs' instruction caches from its previous call);
+  timed kernel's code can stay in the SMs' instruction caches from its previous call);
 - ``other``: the L2 flushed, then the other top-K provider's call on another tensor of the
   same shape (what a top-K kernel finds when another one ran just before);
 - ``gemm``: a 4096 x 4096 x 4096 bfloat16 GEMM and a ``torch.topk`` over other tensors, then
@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: The default cells: b = 1 over the decode grid's lengths, then a few batched ones.
 CELLS = (
@@ -49,7 +48,6 @@ def parse_cell(text: str) -> tuple[int, int, int]:
 def main() -> None:
     import bench_topk as bt
     import torch
-    from device_streaming import timeit
     from gvr_kernels.testing import check_windows
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -58,7 +56,7 @@ def main() -> None:
     args = ap.parse_args()
 
     g = torch.Generator(device="cuda").manual_seed(5)
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    timer = bt.Timer(args.reps)
     one = torch.randn(1, device="cuda")
     wa = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     wb = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
@@ -67,11 +65,6 @@ def main() -> None:
     def layer():
         torch.mm(wa, wb)
         torch.topk(tk, 2048, dim=1)
-
-    def timed(pre, fn) -> float:
-        if pre == "gemm":
-            return timeit(fn, flush, args.reps, prepare=layer)
-        return timeit(fn, flush, args.reps, then=pre)
 
     print(
         f"{torch.cuda.get_device_name()}; us, medians of {args.reps} calls\n"
@@ -91,28 +84,11 @@ def main() -> None:
                 bufs.append(out)
             calls[prov], outs[prov] = fns, bufs
         calls["one"] = [lambda: one.add_(1.0), lambda: one.mul_(1.0)]
-        every = [f for fns in calls.values() for f in fns]
-        for f in every:
-            f()
-        torch.cuda.synchronize()
-        # Graphs captured on a side stream after one eager call there (gvr_2 makes its
-        # workspace on a stream's first eager call).
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for f in every:
-                f()
-        side.synchronize()
-        graphs = {}
-        for prov, fns in calls.items():
-            replays = []
+        for fns in calls.values():
             for f in fns:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, stream=side):
-                    f()
-                replays.append(graph.replay)
-            graphs[prov] = replays
-        torch.cuda.current_stream().wait_stream(side)
+                f()
+        torch.cuda.synchronize()
+        graphs = {prov: [timer.capture(f) for f in fns] for prov, fns in calls.items()}
         torch.cuda.synchronize()
         exact = all(
             bool(check_windows(case.logits, case.starts, case.lengths, k, outs[prov][i]).all())
@@ -124,7 +100,11 @@ def main() -> None:
             row = []
             for table in (calls, graphs):
                 fn = table[prov][0]
-                row += [timed(None, fn), timed(table[other][1], fn), timed("gemm", fn)]
+                row += [
+                    timer.cold(fn)[0],
+                    timer.cold(fn, then=table[other][1])[0],
+                    timer.cold(fn, prepare=layer)[0],
+                ]
             print(
                 f"b={b:3d} n={n:6d} k={k:4d} {prov:5s} | "
                 + " ".join(f"{t:6.2f}" for t in row[:3])

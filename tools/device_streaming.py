@@ -401,16 +401,10 @@ def timed_exact(kp, cfg, parts, logits, kv, k, flush, reps=40):
     return timeit(lambda: f(*args), flush, reps), ok
 
 
-def timeit(fn, flush, reps=20, prepare=None, then=None):
-    """CUDA-event median (us) of ``reps`` calls of ``fn``, the L2 flushed (``flush`` zeroed)
-    before each; ``prepare`` runs before the flush and ``then`` after it, both untimed."""
+def timeit(fn, flush, reps=20):
     times = []
     for _ in range(reps):
-        if prepare is not None:
-            prepare()
         flush.zero_()
-        if then is not None:
-            then()
         s = torch.cuda.Event(enable_timing=True)
         e = torch.cuda.Event(enable_timing=True)
         s.record()
