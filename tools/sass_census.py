@@ -5,6 +5,7 @@ configuration or two configurations of a family (``benchmarks/results/h100/ragge
 section 8)::
 
     CUTE_DSL_ARCH=sm_90a python tools/sass_census.py --cells 256,262144,512 256,65536,512
+    CUTE_DSL_ARCH=sm_90a python tools/sass_census.py --grid      # the decode grid's routes
     python tools/sass_census.py --exports <export dir>          # every kernel of an export
 
 A cell ``rows,n,K`` is routed with the H200's tables (``gvr_kernels.spec.H200``) and its
@@ -13,7 +14,10 @@ embedded in each export (``gvr_kernels.audit.embedded_cubins``) is disassembled 
 ``nvdisasm -c`` (the ``nvidia-cuda-nvdisasm`` wheel, ``$NVDISASM`` or ``PATH``). A *vector loop*
 is the innermost backward branch around a group of 16-byte global loads (``LDG`` with ``.128``;
 loads fewer than :data:`GROUP_GAP` instructions apart form one group); it is printed as its size
-in instructions and its loads, in code order.
+in instructions and its loads, in code order. ``--grid`` takes the cells of the benchmark's
+decode grid (``benchmarks/bench_topk.py``: ``GRID_B`` x ``GRID_N`` x ``GRID_K``) and prints each
+distinct configuration once, with the cells it serves (code size per route:
+``benchmarks/results/cpu/sass_decode_grid.log``).
 """
 
 from __future__ import annotations
@@ -106,6 +110,18 @@ def census_of_export(path: Path, nvdisasm: str) -> Census:
     return census(res.stdout)
 
 
+def routed_groups(cells, spec) -> dict:
+    """``{configuration: [cell, ...]}`` of decode cells ``(rows, n, K)`` routed for ``spec``
+    (``gvr_kernels.routing.route_static``), configurations in the order of their first cell."""
+    from gvr_kernels.routing import route_static
+
+    groups: dict = {}
+    for b, n, k in cells:
+        cfg = route_static(spec, rows=b, n_env=n, k=k).config
+        groups.setdefault(cfg, []).append((b, n, k))
+    return groups
+
+
 def describe(name: str, c: Census) -> str:
     loops = " ".join(f"{size}({n})" for size, n in c.loops)
     return f"{name}: {c.instructions} instructions, {c.bra_div} BRA.DIV, vector loops {loops}"
@@ -114,6 +130,7 @@ def describe(name: str, c: Census) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cells", nargs="*", default=[], help="rows,n,K routed decode cells")
+    ap.add_argument("--grid", action="store_true", help="the decode grid's routed configurations")
     ap.add_argument("--exports", default=None, help="an export folder: every kernel in it")
     ap.add_argument("--arch", default="sm_90a")
     args = ap.parse_args()
@@ -123,17 +140,23 @@ def main() -> None:
     if args.exports:
         for so in sorted(Path(args.exports).glob("*.so")):
             print(describe(so.stem, census_of_export(so, nvdisasm)), flush=True)
-    if args.cells:
+    cells = [tuple(int(x) for x in cell.split(",")) for cell in args.cells]
+    if args.grid:
+        sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+        import bench_topk as bt
+
+        cells += [(b, n, k) for b in bt.GRID_B for n in bt.GRID_N for k in bt.GRID_K]
+    if cells:
         from gvr_kernels.aot import export_config
-        from gvr_kernels.routing import route_static
         from gvr_kernels.spec import H200
 
-        for cell in args.cells:
-            b, n, k = (int(x) for x in cell.split(","))
-            cfg = route_static(H200, rows=b, n_env=n, k=k).config
+        for cfg, served in routed_groups(cells, H200).items():
             with tempfile.TemporaryDirectory() as d:
                 so = export_config(cfg, d, args.arch)
-                print(describe(cfg.name, census_of_export(so, nvdisasm)), flush=True)
+                line = describe(cfg.name, census_of_export(so, nvdisasm))
+            if args.grid:
+                line += " | cells " + " ".join(",".join(map(str, c)) for c in served)
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

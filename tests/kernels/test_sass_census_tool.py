@@ -62,3 +62,23 @@ def test_census_of_an_exported_kernel(tmp_path):
         so = export_config(RegisterConfig(threads=512, vecs=2), tmp_path, "sm_90a")
     c = census_of_export(so, find_nvdisasm())
     assert c.instructions > 500 and c.bra_div >= 0
+
+
+def test_routed_groups_print_each_configuration_once_with_its_cells():
+    pytest.importorskip("cutlass")
+    from gvr_kernels.routing import route_static
+    from gvr_kernels.spec import H200
+    from sass_census import routed_groups
+
+    cells = [(1, 4096, 512), (8, 4096, 512), (1, 4096, 512), (512, 262144, 2048)]
+    groups = routed_groups(cells, H200)
+    # every cell is listed under its own route, each route once, in first-cell order
+    assert sum(len(v) for v in groups.values()) == len(cells)
+    for cfg, served in groups.items():
+        for b, n, k in served:
+            assert route_static(H200, rows=b, n_env=n, k=k).config == cfg
+    firsts = [served[0] for served in groups.values()]
+    assert firsts == sorted(firsts, key=cells.index)
+    big = route_static(H200, rows=512, n_env=262144, k=2048).config
+    assert groups[big] == [(512, 262144, 2048)]
+    assert big != route_static(H200, rows=1, n_env=4096, k=512).config
