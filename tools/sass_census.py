@@ -128,8 +128,12 @@ def describe(name: str, c: Census) -> str:
 
 
 def main() -> None:
+    from cold_code import parse_cell
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cells", nargs="*", default=[], help="rows,n,K routed decode cells")
+    ap.add_argument(
+        "--cells", nargs="*", type=parse_cell, default=[], help="rows,n,K routed decode cells"
+    )
     ap.add_argument("--grid", action="store_true", help="the decode grid's routed configurations")
     ap.add_argument("--exports", default=None, help="an export folder: every kernel in it")
     ap.add_argument("--arch", default="sm_90a")
@@ -140,7 +144,7 @@ def main() -> None:
     if args.exports:
         for so in sorted(Path(args.exports).glob("*.so")):
             print(describe(so.stem, census_of_export(so, nvdisasm)), flush=True)
-    cells = [tuple(int(x) for x in cell.split(",")) for cell in args.cells]
+    cells = list(args.cells)
     if args.grid:
         sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
         import bench_topk as bt
